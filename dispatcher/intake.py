@@ -1,0 +1,239 @@
+"""Intake: manager objects labelled with a queue name become workload rows.
+
+An informer per supported kind watches the manager (label selector: the queue-name label exists).
+Each object is judged by its kind's adapter: taken (suspended, or ``managedBy`` the dispatcher),
+silently left (another controller's), or left with a Warning Event saying why (running unsuspended).
+Taken objects are written to SQL in batches (intent first: nothing is placed before its row exists)
+and handed to the placement loop. Deleted manager objects cancel their workload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from . import labels as L
+from .adapters.base import Adapter
+from .events import EventRecorder
+from .kube.client import ClusterClient
+from .kube.informer import Informer
+from .placement.vgpu import hami_problem
+from .resources import InvalidRequest
+from .store.repo import NewWorkload, Repo
+from .store.models import Workload
+
+__all__ = ["Intake", "parse_cluster_selector"]
+
+log = logging.getLogger("dispatcher.intake")
+Obj = dict[str, Any]
+
+
+def parse_cluster_selector(value: str | None) -> dict[str, str] | None:
+    """``"gpu=true,zone=zone-1"`` → ``{"gpu": "true", "zone": "zone-1"}``; raises ValueError on junk."""
+    if not value:
+        return None
+    out: dict[str, str] = {}
+    for part in value.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, sep, val = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"expected key=value pairs separated by commas, got {part!r}")
+        out[key.strip()] = val.strip()
+    return out or None
+
+
+def _created(obj: Obj) -> datetime | None:
+    stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+@dataclass
+class PriorityResolver:
+    """Priority values of WorkloadPriorityClasses (kept current by an informer on the manager)."""
+
+    values: dict[str, int]
+
+    def priority(self, name: str | None, template_priority: int | None) -> int:
+        if name and name in self.values:
+            return self.values[name]
+        return template_priority or 0
+
+
+class Intake:
+    def __init__(
+        self,
+        manager: ClusterClient,
+        repo: Repo,
+        adapters: Sequence[Adapter],
+        events: EventRecorder,
+        *,
+        controller_name: str,
+        namespace_allowed: Callable[[str], bool],
+        on_new: Callable[[list[Workload]], None],
+        on_deleted: Callable[[str], None],
+        on_changed: Callable[[str, Obj], None],
+        priorities: PriorityResolver,
+    ) -> None:
+        self.manager = manager
+        self.repo = repo
+        self.adapters = {a.kind: a for a in adapters}
+        self.events = events
+        self.controller_name = controller_name
+        self.namespace_allowed = namespace_allowed
+        self.on_new = on_new
+        self.on_deleted = on_deleted
+        self.on_changed = on_changed
+        self.priorities = priorities
+        self.informers: list[Informer] = []
+        self._queue: asyncio.Queue[NewWorkload] = asyncio.Queue()
+        self._known: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+        #: Manager objects by uid, as last seen (the status sync reads them to patch).
+        self.objects: dict[str, Obj] = {}
+        self.taken = 0
+        self.ignored = 0
+
+    def know(self, uids: Sequence[str]) -> None:
+        """Uids already in SQL (from recovery): not inserted again."""
+        self._known.update(uids)
+
+    def start(self) -> None:
+        for adapter in self.adapters.values():
+            inf = Informer(
+                self.manager,
+                adapter.resource,
+                self._handler(adapter),
+                label_selector=L.QUEUE_NAME,
+            )
+            inf.start()
+            self.informers.append(inf)
+        self._task = asyncio.create_task(self._writer(), name="intake-writer")
+
+    async def stop(self) -> None:
+        for inf in self.informers:
+            await inf.stop()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(inf.synced.wait() for inf in self.informers))
+
+    def _handler(self, adapter: Adapter) -> Callable[[str, Obj, Obj | None], None]:
+        def handle(kind: str, obj: Obj, old: Obj | None) -> None:
+            meta = obj.get("metadata") or {}
+            uid = meta.get("uid")
+            if not uid:
+                return
+            if kind == "DELETED":
+                self.objects.pop(uid, None)
+                if uid in self._known:
+                    self.on_deleted(uid)
+                return
+            self.objects[uid] = obj
+            if uid in self._known:
+                self.on_changed(uid, obj)
+                return
+            self._consider(adapter, obj)
+
+        return handle
+
+    def _consider(self, adapter: Adapter, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        namespace = meta.get("namespace", "default")
+        if meta.get("deletionTimestamp"):
+            return
+        if not self.namespace_allowed(namespace):
+            self.events.emit(
+                obj,
+                "Warning",
+                "NamespaceNotAllowed",
+                f"namespace {namespace} is not in the dispatcher's policy.allowedNamespaces; not dispatched",
+            )
+            self.ignored += 1
+            return
+        decision = adapter.intake(obj, self.controller_name)
+        if not decision.take:
+            if decision.warning:
+                self.events.emit(obj, "Warning", "NotDispatched", decision.warning)
+            self.ignored += 1
+            return
+        self._known.add(meta["uid"])
+        self._queue.put_nowait(self._new_workload(adapter, obj, decision.status_mode))
+
+    def _new_workload(self, adapter: Adapter, obj: Obj, status_mode: str) -> NewWorkload:
+        meta = obj.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        problem: str | None = None
+        pod_sets_json: list[dict[str, Any]] = []
+        template_priority: int | None = None
+        priority_class: str | None = None
+        try:
+            pod_sets = adapter.pod_sets(obj)
+            pod_sets_json = [ps.to_json() for ps in pod_sets]
+            for ps, js in zip(pod_sets, pod_sets_json, strict=True):
+                spec = ps.template.get("spec") or {}
+                if template_priority is None and isinstance(spec.get("priority"), int):
+                    template_priority = spec["priority"]
+                issue = hami_problem(spec)
+                if issue:
+                    problem = f"pod set {ps.name}: {issue}"
+                js["template"] = ps.template
+            priority_class = adapter.priority_class(obj)
+        except InvalidRequest as exc:
+            problem = f"{exc.field}: {exc.why}: {exc.value!r}"
+        selector = None
+        try:
+            selector = parse_cluster_selector(annotations.get(L.CLUSTER_SELECTOR))
+        except ValueError as exc:
+            problem = f"metadata.annotations[{L.CLUSTER_SELECTOR}]: {exc}"
+        if problem:
+            self.events.emit(obj, "Warning", "InvalidWorkload", f"not dispatched until fixed: {problem}")
+        return NewWorkload(
+            uid=meta["uid"],
+            namespace=meta.get("namespace", "default"),
+            name=meta["name"],
+            kind=adapter.kind,
+            api_version=adapter.resource.api_version,
+            queue=adapter.queue_name(obj) or "",
+            priority=self.priorities.priority(priority_class, template_priority),
+            priority_class=priority_class,
+            pod_sets=pod_sets_json,
+            status_mode=status_mode,
+            no_failover=str(annotations.get(L.NO_FAILOVER, "")).lower() == "true",
+            cluster_selector=selector,
+            created_at=_created(obj),
+            object_generation=int(meta.get("generation") or 1),
+            problem=problem,
+        )
+
+    async def _writer(self) -> None:
+        """Insert taken workloads in batches; a failed batch is retried (nothing is dropped)."""
+        while True:
+            first = await self._queue.get()
+            batch = [first]
+            while not self._queue.empty() and len(batch) < 500:
+                batch.append(self._queue.get_nowait())
+            while True:
+                try:
+                    rows = await self.repo.add_workloads(batch)
+                    break
+                except Exception as exc:  # database down: keep the batch and retry
+                    log.warning("intake: writing %d workloads failed (%s); retrying", len(batch), exc)
+                    await asyncio.sleep(1.0)
+            self.taken += len(rows)
+            if rows:
+                self.on_new(rows)

@@ -1,0 +1,437 @@
+"""Per-cluster API clients: the only place that talks to Kubernetes.
+
+kubernetes_asyncio provides what is hard to get right (kubeconfig loading, exec and token plugins,
+TLS, in-cluster credentials); requests go through its ``ApiClient.call_api`` with raw JSON in and
+out, which keeps the hot path free of model (de)serialisation. Every call has a deadline, so a
+worker that accepts connections and never answers fails calls instead of hanging tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import yaml
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ..config import KubeconfigRef
+
+__all__ = ["ClusterClient", "KubeError", "Resource", "connect"]
+
+Obj = dict[str, Any]
+
+FIELD_MANAGER = "kueue-dispatcher"
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A REST resource: where its objects live."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None, subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+class KubeError(Exception):
+    """A failed call: HTTP ``code`` (0 for transport errors), the Status ``reason`` and message."""
+
+    def __init__(
+        self, code: int, reason: str, message: str, status: Obj | None = None, retry_after: float | None = None
+    ):
+        super().__init__(f"{code} {reason}: {message}")
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.status = status or {}
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying: transport errors, throttling, server errors, timeouts."""
+        return self.code in (0, 429) or self.code >= 500
+
+    @property
+    def not_found(self) -> bool:
+        return self.code == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.code == 409 and self.reason == "Conflict"
+
+    @property
+    def already_exists(self) -> bool:
+        return self.code == 409 and self.reason == "AlreadyExists"
+
+
+class ClusterClient:
+    """One cluster's API, with deadlines, error mapping and an API-latency estimate."""
+
+    def __init__(self, name: str, api_client: ApiClient, *, timeout: float = 10.0) -> None:
+        self.name = name
+        self._api = api_client
+        self.timeout = timeout
+        #: Exponentially weighted mean of successful request latency, in seconds.
+        self.latency = 0.0
+        self.last_success = 0.0
+        self.last_failure = 0.0
+        self.consecutive_failures = 0
+        self.calls = 0
+        self.errors = 0
+
+    @property
+    def host(self) -> str:
+        return str(self._api.configuration.host)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    def _observe(self, started: float, ok: bool) -> None:
+        now = time.monotonic()
+        self.calls += 1
+        if ok:
+            elapsed = now - started
+            self.latency = elapsed if self.latency == 0 else 0.8 * self.latency + 0.2 * elapsed
+            self.last_success = now
+            self.consecutive_failures = 0
+        else:
+            self.errors += 1
+            self.last_failure = now
+            self.consecutive_failures += 1
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | aiohttp.ClientTimeout | None = None,
+    ) -> aiohttp.ClientResponse:
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        deadline = timeout if timeout is not None else self.timeout
+        try:
+            resp: aiohttp.ClientResponse = await self._api.call_api(
+                path,
+                method,
+                query_params=params,
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=deadline,
+                _return_http_data_only=True,
+            )
+        except ApiException as exc:  # only raised for preloaded responses; kept for safety
+            raise KubeError(int(exc.status or 0), str(exc.reason or "Error"), "request failed") from None
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise KubeError(0, type(exc).__name__, f"{self.name}: {_describe(exc)}") from None
+        return resp
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+    ) -> Obj:
+        """One call, its JSON answer, or :class:`KubeError`."""
+        started = time.monotonic()
+        try:
+            resp = await self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+            async with resp:
+                raw = await asyncio.wait_for(resp.read(), timeout if timeout is not None else self.timeout)
+                status = resp.status
+                retry_after = resp.headers.get("Retry-After")
+        except KubeError:
+            self._observe(started, False)
+            raise
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            self._observe(started, False)
+            raise KubeError(0, type(exc).__name__, f"{self.name}: {_describe(exc)}") from None
+        if status >= 400:
+            self._observe(started, status < 500 and status != 429)
+            raise _error_from(status, raw, retry_after)
+        self._observe(started, True)
+        if not raw:
+            return {}
+        try:
+            data: Obj = json.loads(raw)
+        except json.JSONDecodeError:
+            return {"raw": raw.decode(errors="replace")}
+        return data
+
+    # -- verbs ---------------------------------------------------------------------------------------
+
+    async def get(
+        self, res: Resource, namespace: str | None, name: str, *, subresource: str | None = None
+    ) -> Obj | None:
+        try:
+            return await self.request("GET", res.path(namespace, name, subresource))
+        except KubeError as e:
+            if e.not_found:
+                return None
+            raise
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+        timeout: float | None = None,
+    ) -> Obj:
+        query = {
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+            "limit": limit,
+            "continue": continue_token,
+            "resourceVersion": resource_version,
+        }
+        return await self.request("GET", res.path(namespace), query=query, timeout=timeout)
+
+    async def list_all(
+        self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None, page: int = 500
+    ) -> tuple[list[Obj], str]:
+        """Every object, page by page; returns (items, resourceVersion of the list)."""
+        items: list[Obj] = []
+        token: str | None = None
+        rv = ""
+        while True:
+            data = await self.list(res, namespace, label_selector=label_selector, limit=page, continue_token=token)
+            items.extend(data.get("items") or [])
+            meta = data.get("metadata") or {}
+            rv = meta.get("resourceVersion", rv)
+            token = meta.get("continue")
+            if not token:
+                return items, rv
+
+    async def create(
+        self, res: Resource, namespace: str | None, body: Obj, *, field_manager: str = FIELD_MANAGER
+    ) -> Obj:
+        return await self.request("POST", res.path(namespace), query={"fieldManager": field_manager}, body=body)
+
+    async def replace(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        body: Obj,
+        *,
+        subresource: str | None = None,
+        field_manager: str = FIELD_MANAGER,
+    ) -> Obj:
+        return await self.request(
+            "PUT", res.path(namespace, name, subresource), query={"fieldManager": field_manager}, body=body
+        )
+
+    async def patch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        patch: Any,
+        *,
+        patch_type: str = "merge",
+        subresource: str | None = None,
+        field_manager: str = FIELD_MANAGER,
+        force: bool = False,
+    ) -> Obj:
+        content_type = {
+            "merge": "application/merge-patch+json",
+            "json": "application/json-patch+json",
+            "strategic": "application/strategic-merge-patch+json",
+            "apply": "application/apply-patch+yaml",
+        }[patch_type]
+        query: dict[str, Any] = {"fieldManager": field_manager}
+        if force:
+            query["force"] = "true"
+        return await self.request(
+            "PATCH", res.path(namespace, name, subresource), query=query, body=patch, content_type=content_type
+        )
+
+    async def delete(
+        self,
+        res: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: str = "Background",
+        uid: str | None = None,
+    ) -> Obj | None:
+        """Delete; None when it was already gone. ``uid`` guards against deleting a newer object."""
+        body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            return await self.request("DELETE", res.path(namespace, name), body=body)
+        except KubeError as e:
+            if e.not_found:
+                return None
+            raise
+
+    async def readyz(self, timeout: float = 3.0) -> bool:
+        """The server's own readiness, within ``timeout`` seconds."""
+        try:
+            await self.request("GET", "/readyz", timeout=timeout)
+        except KubeError:
+            return False
+        return True
+
+    async def watch(
+        self,
+        res: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        timeout_seconds: int = 300,
+        idle_timeout: float = 90.0,
+    ) -> AsyncIterator[tuple[str, Obj]]:
+        """Stream watch events. Ends when the server closes the stream; raises :class:`KubeError` on
+        errors, including ``410`` for an expired resourceVersion (the caller relists) and a transport
+        error when nothing (not even a bookmark) arrives for ``idle_timeout`` seconds."""
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": timeout_seconds,
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+        }
+        started = time.monotonic()
+        timeout = aiohttp.ClientTimeout(
+            total=None, connect=self.timeout, sock_connect=self.timeout, sock_read=idle_timeout
+        )
+        resp = await self._send("GET", res.path(namespace), query=query, timeout=timeout)
+        try:
+            if resp.status >= 400:
+                raw = await resp.read()
+                self._observe(started, resp.status < 500)
+                raise _error_from(resp.status, raw, resp.headers.get("Retry-After"))
+            self._observe(started, True)
+            while True:
+                try:
+                    line = await resp.content.readline()
+                except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                    raise KubeError(
+                        0, type(exc).__name__, f"{self.name}: watch interrupted: {_describe(exc)}"
+                    ) from None
+                if not line:
+                    return
+                self.last_success = time.monotonic()
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    raise KubeError(0, "BadWatchEvent", f"{self.name}: undecodable watch event") from None
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    code = int(obj.get("code") or 500)
+                    raise KubeError(code, str(obj.get("reason", "")), str(obj.get("message", "")), obj)
+                yield kind, obj
+        finally:
+            resp.release()
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.split("\n", 1)[0][:200]
+
+
+def _error_from(status: int, raw: bytes, retry_after: str | None) -> KubeError:
+    try:
+        body = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    delay = None
+    if retry_after:
+        try:
+            delay = float(retry_after)
+        except ValueError:
+            delay = None
+    return KubeError(
+        status,
+        str(body.get("reason") or ("Timeout" if status == 504 else "Error")),
+        str(body.get("message") or raw[:200].decode(errors="replace")),
+        body,
+        delay,
+    )
+
+
+async def _read_secret_kubeconfig(manager: ClusterClient, ref: KubeconfigRef) -> Obj:
+    secrets = Resource("", "v1", "secrets", "Secret")
+    secret = await manager.get(secrets, ref.secret_namespace, ref.secret_name or "")
+    where = f"Secret {ref.secret_namespace}/{ref.secret_name}"
+    if secret is None:
+        raise KubeError(404, "NotFound", f"{where} not found")
+    encoded = (secret.get("data") or {}).get(ref.secret_key)
+    if not encoded:
+        raise KubeError(422, "Invalid", f"{where} has no key {ref.secret_key!r}")
+    try:
+        loaded = yaml.safe_load(base64.b64decode(encoded))
+    except (ValueError, yaml.YAMLError):
+        raise KubeError(422, "Invalid", f"{where} key {ref.secret_key!r} is not a kubeconfig") from None
+    if not isinstance(loaded, dict):
+        raise KubeError(422, "Invalid", f"{where} key {ref.secret_key!r} is not a kubeconfig")
+    return loaded
+
+
+async def connect(
+    name: str, ref: KubeconfigRef, *, manager: ClusterClient | None = None, timeout: float = 10.0, pool: int = 64
+) -> ClusterClient:
+    """A client for a cluster described by ``ref`` (file, Secret on the manager, or in-cluster)."""
+    cfg = Configuration()
+    try:
+        if ref.in_cluster:
+            kube_config.load_incluster_config(client_configuration=cfg)
+        elif ref.secret_name:
+            if manager is None:
+                raise KubeError(0, "Config", f"{name}: a secretRef needs the manager cluster's client")
+            loaded = await _read_secret_kubeconfig(manager, ref)
+            await kube_config.load_kube_config_from_dict(loaded, context=ref.context, client_configuration=cfg)
+        else:
+            await kube_config.load_kube_config(config_file=ref.path, context=ref.context, client_configuration=cfg)
+    except KubeError:
+        raise
+    except Exception as exc:  # kubernetes_asyncio raises ConfigException, OSError, yaml errors…
+        raise KubeError(
+            0, "Config", f"{name}: cannot load credentials from {ref.describe()}: {_describe(exc)}"
+        ) from None
+    cfg.connection_pool_maxsize = pool
+    return ClusterClient(name, ApiClient(configuration=cfg), timeout=timeout)

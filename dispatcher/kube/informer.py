@@ -1,0 +1,199 @@
+"""List-then-watch informers with an in-memory cache, as client-go's reflector keeps one.
+
+- Lists page by page, then watches from the list's resourceVersion with bookmarks on.
+- ``410 Gone`` (the version was compacted away) relists; objects missing from the new list are
+  reported as deleted, so handlers never keep ghosts.
+- A dropped or silent connection re-watches from the last seen version, after a backoff with
+  jitter (tenacity's exponential wait); a server that keeps failing is relisted.
+- Handlers are plain callables run on the event loop; they must be quick (update memory, queue work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tenacity import wait_exponential_jitter
+
+from .client import ClusterClient, KubeError, Resource
+
+__all__ = ["Informer"]
+
+log = logging.getLogger("dispatcher.kube")
+Obj = dict[str, Any]
+Key = tuple[str, str]
+Handler = Callable[[str, Obj, Obj | None], None]
+
+
+def key_of(obj: Obj) -> Key:
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace", ""), meta.get("name", ""))
+
+
+class Informer:
+    """Keeps ``cache`` equal to the server's objects of one resource (optionally filtered)."""
+
+    def __init__(
+        self,
+        client: ClusterClient,
+        resource: Resource,
+        handler: Handler,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        page_size: int = 500,
+        watch_timeout: int = 300,
+        idle_timeout: float = 90.0,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.handler = handler
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.idle_timeout = idle_timeout
+        self.cache: dict[Key, Obj] = {}
+        self.resource_version = ""
+        self.synced = asyncio.Event()
+        #: Monotonic time of the last answer from the server (list page, event or bookmark).
+        self.last_contact = 0.0
+        self.relists = 0
+        self.rewatches = 0
+        self.connected = False
+        self._task: asyncio.Task[None] | None = None
+        self._wait = wait_exponential_jitter(initial=0.2, max=30.0, jitter=0.5)
+
+    @property
+    def name(self) -> str:
+        return f"{self.client.name}/{self.resource.plural}"
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self.run(), name=f"informer-{self.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _emit(self, kind: str, obj: Obj, old: Obj | None) -> None:
+        try:
+            self.handler(kind, obj, old)
+        except Exception:  # a handler bug must not kill the informer
+            log.exception("informer %s: handler failed on %s", self.name, kind)
+
+    async def _list(self) -> None:
+        items: list[Obj] = []
+        token: str | None = None
+        rv = ""
+        while True:
+            data = await self.client.list(
+                self.resource,
+                self.namespace,
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                limit=self.page_size,
+                continue_token=token,
+            )
+            self.last_contact = time.monotonic()
+            items.extend(data.get("items") or [])
+            meta = data.get("metadata") or {}
+            rv = meta.get("resourceVersion", rv)
+            token = meta.get("continue")
+            if not token:
+                break
+        fresh = {key_of(o): o for o in items}
+        for key, old in list(self.cache.items()):
+            if key not in fresh:
+                del self.cache[key]
+                self._emit("DELETED", old, old)
+        for key, obj in fresh.items():
+            old = self.cache.get(key)
+            self.cache[key] = obj
+            if old is None:
+                self._emit("ADDED", obj, None)
+            elif (old.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
+                "resourceVersion"
+            ):
+                self._emit("MODIFIED", obj, old)
+        self.resource_version = rv
+        self.relists += 1
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        async for kind, obj in self.client.watch(
+            self.resource,
+            self.namespace,
+            resource_version=self.resource_version,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            timeout_seconds=self.watch_timeout,
+            idle_timeout=self.idle_timeout,
+        ):
+            self.last_contact = time.monotonic()
+            self.connected = True
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if kind == "BOOKMARK":
+                if rv:
+                    self.resource_version = rv
+                continue
+            key = key_of(obj)
+            old = self.cache.get(key)
+            if kind == "DELETED":
+                self.cache.pop(key, None)
+                self._emit("DELETED", obj, old)
+            else:
+                self.cache[key] = obj
+                self._emit("ADDED" if old is None else "MODIFIED", obj, old)
+            if rv:
+                self.resource_version = rv
+
+    async def run(self) -> None:
+        attempt = 0
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                self.connected = True
+                await self._watch()
+                attempt = 0  # the server closed the stream normally (timeoutSeconds): watch again
+                self.rewatches += 1
+            except asyncio.CancelledError:
+                raise
+            except KubeError as e:
+                self.connected = False
+                if e.code == 410:
+                    log.info("informer %s: resourceVersion %s expired, relisting", self.name, self.resource_version)
+                    need_list = True
+                    continue
+                attempt += 1
+                if attempt >= 5:
+                    need_list = True
+                delay = self._wait_for(attempt)
+                if e.retry_after:
+                    delay = max(delay, e.retry_after)
+                log.debug("informer %s: %s; retrying in %.1fs", self.name, e, delay)
+                await asyncio.sleep(delay)
+            except Exception:
+                self.connected = False
+                attempt += 1
+                log.exception("informer %s: unexpected error", self.name)
+                await asyncio.sleep(self._wait_for(attempt))
+
+    def _wait_for(self, attempt: int) -> float:
+        from tenacity import RetryCallState
+
+        state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+        state.attempt_number = attempt
+        return float(self._wait(state))

@@ -1,0 +1,303 @@
+"""What one worker cluster can take: its Kueue queues and quota, its nodes, its HAMi GPUs.
+
+A :class:`WorkerCapacity` is plain state, changed incrementally by ``dispatcher.capacity`` from watch
+events (ClusterQueues, Cohorts, ResourceFlavors, LocalQueues, Workloads, Nodes, Pods, Kueue's
+configuration) and by the placement engine's reservations. Nothing here does I/O; every change bumps
+:attr:`WorkerCapacity.version`, which lets the engine reuse verdicts for workers that did not change.
+
+Usage has two sources: workloads the worker's Kueue admitted (from their ``status.admission``), and
+reservations for our own placements that the worker has not admitted yet, so that concurrent
+decisions never overcommit a worker before its status catches up.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..quantity import QuantityError, kueue_value, parse_quantity
+from ..resources import ResourceTransformation
+from .quota import (
+    AdmittedWorkload,
+    ClusterQueueSpec,
+    CohortSpec,
+    FlavorResource,
+    QuotaTree,
+    ResourceFlavorSpec,
+)
+
+__all__ = ["NodeInfo", "Reservation", "WorkerCapacity"]
+
+Obj = dict[str, Any]
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Mapping[str, Any], ...]
+    #: Allocatable in Kueue units (cpu in milli-cores).
+    allocatable: Mapping[str, int]
+    unschedulable: bool = False
+
+
+@dataclass(slots=True)
+class Reservation:
+    """Capacity promised to one of our placements until the worker's Kueue admits (or drops) it."""
+
+    uid: str
+    cluster_queue: str
+    usage: Mapping[FlavorResource, int]
+    #: HAMi devices assumed taken: node -> [(device id, mem MiB, cores, slots)].
+    gpu: Mapping[str, list[tuple[str, int, int, int]]] = field(default_factory=dict)
+
+
+def _condition_true(obj: Mapping[str, Any], ctype: str) -> bool:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == ctype:
+            return bool(c.get("status") == "True")
+    return False
+
+
+def _owner_uid(obj: Mapping[str, Any]) -> str | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+class WorkerCapacity:
+    """The placement engine's view of one worker."""
+
+    def __init__(
+        self, name: str, *, weight: float = 1.0, labels: Mapping[str, str] | None = None, max_in_flight: int = 100
+    ) -> None:
+        self.name = name
+        self.weight = weight
+        self.labels = dict(labels or {})
+        self.max_in_flight = max_in_flight
+        self.health = "Unknown"
+        self.cordoned = False
+        self.synced = False
+        self.latency = 0.0
+        self.version = 0
+        self.tree = QuotaTree()
+        self.cluster_queues: dict[str, ClusterQueueSpec] = {}
+        self.cohorts: dict[str, CohortSpec] = {}
+        self.flavors: dict[str, ResourceFlavorSpec] = {}
+        #: (namespace, LocalQueue name) -> ClusterQueue name
+        self.local_queues: dict[tuple[str, str], str] = {}
+        self.transformations: tuple[ResourceTransformation, ...] = ()
+        self.excluded_prefixes: tuple[str, ...] = ()
+        #: Remote Workload key (namespace/name) -> ClusterQueue, for admitted workloads (usage in the tree).
+        self._admitted: dict[str, str] = {}
+        #: Remote Workload key -> ClusterQueue for pending (not admitted, not finished) workloads.
+        self._pending: dict[str, str] = {}
+        self.pending_by_cq: Counter[str] = Counter()
+        #: Remote Workload key -> owner (Job) uid, to recognise our own.
+        self.workload_owner: dict[str, str] = {}
+        self.reservations: dict[str, Reservation] = {}
+        self.nodes: dict[str, NodeInfo] = {}
+        #: Per resource, the largest allocatable of any schedulable node (a pod bigger never runs here).
+        self.max_node: dict[str, int] = {}
+        #: HAMi state, managed by :mod:`dispatcher.placement.gpu` helpers (None when the worker has no GPUs).
+        self.gpu: Any = None
+
+    # -- bookkeeping -----------------------------------------------------------------------------------
+
+    def touch(self) -> None:
+        self.version += 1
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.reservations)
+
+    # -- Kueue objects --------------------------------------------------------------------------------
+
+    def set_cluster_queue(self, obj: Obj) -> None:
+        spec = ClusterQueueSpec.from_object(obj)
+        self.cluster_queues[spec.name] = spec
+        self.tree.set_cluster_queue(spec)
+        self.touch()
+
+    def delete_cluster_queue(self, name: str) -> None:
+        self.cluster_queues.pop(name, None)
+        self.tree.delete_cluster_queue(name)
+        self.touch()
+
+    def set_cohort(self, obj: Obj) -> None:
+        spec = CohortSpec.from_object(obj)
+        self.cohorts[spec.name] = spec
+        self.tree.set_cohort(spec)
+        self.touch()
+
+    def delete_cohort(self, name: str) -> None:
+        self.cohorts.pop(name, None)
+        self.tree.delete_cohort(name)
+        self.touch()
+
+    def set_flavor(self, obj: Obj) -> None:
+        spec = ResourceFlavorSpec.from_object(obj)
+        self.flavors[spec.name] = spec
+        self.touch()
+
+    def delete_flavor(self, name: str) -> None:
+        self.flavors.pop(name, None)
+        self.touch()
+
+    def set_local_queue(self, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        cq = (obj.get("spec") or {}).get("clusterQueue")
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        if cq:
+            self.local_queues[key] = str(cq)
+        else:
+            self.local_queues.pop(key, None)
+        self.touch()
+
+    def delete_local_queue(self, namespace: str, name: str) -> None:
+        self.local_queues.pop((namespace, name), None)
+        self.touch()
+
+    def set_kueue_config(self, config: Mapping[str, Any] | None) -> None:
+        """Kueue's Configuration (resource transformations, excluded prefixes) from its ConfigMap."""
+        resources = (config or {}).get("resources") or {}
+        try:
+            self.transformations = tuple(
+                ResourceTransformation.from_config(t) for t in resources.get("transformations") or []
+            )
+        except (KeyError, TypeError, QuantityError):
+            self.transformations = ()
+        self.excluded_prefixes = tuple(str(p) for p in resources.get("excludeResourcePrefixes") or [])
+        self.touch()
+
+    # -- workloads ------------------------------------------------------------------------------------
+
+    def workload_event(self, kind: str, obj: Obj) -> str | None:
+        """Track a remote Workload. Returns its owner uid (the remote Job's uid) when known."""
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        owner = _owner_uid(obj)
+        if owner:
+            self.workload_owner[key] = owner
+        self._forget(key)
+        if kind == "DELETED":
+            self.workload_owner.pop(key, None)
+            self.touch()
+            return owner
+        finished = _condition_true(obj, "Finished")
+        admission = (obj.get("status") or {}).get("admission")
+        if not finished and admission and _condition_true(obj, "QuotaReserved"):
+            try:
+                admitted = AdmittedWorkload.from_object(obj)
+            except (ValueError, QuantityError):
+                admitted = None
+            if admitted is not None:
+                self._admitted[key] = admitted.cluster_queue
+                self.tree.add_workload(admitted)
+        elif not finished:
+            queue = str((obj.get("spec") or {}).get("queueName", ""))
+            cq = self.local_queues.get((str(meta.get("namespace", "")), queue), "")
+            self._pending[key] = cq
+            self.pending_by_cq[cq] += 1
+        self.touch()
+        return owner
+
+    def _forget(self, key: str) -> None:
+        cq = self._admitted.pop(key, None)
+        if cq is not None:
+            self.tree.remove_workload(cq, key)
+        pcq = self._pending.pop(key, None)
+        if pcq is not None:
+            self.pending_by_cq[pcq] -= 1
+            if self.pending_by_cq[pcq] <= 0:
+                del self.pending_by_cq[pcq]
+
+    def admitted(self, key: str) -> bool:
+        return key in self._admitted
+
+    # -- nodes ----------------------------------------------------------------------------------------
+
+    def node_event(self, kind: str, obj: Obj) -> None:
+        meta = obj.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        if kind == "DELETED":
+            self.nodes.pop(name, None)
+        else:
+            alloc: dict[str, int] = {}
+            for res, qty in ((obj.get("status") or {}).get("allocatable") or {}).items():
+                try:
+                    alloc[str(res)] = kueue_value(str(res), parse_quantity(qty))
+                except QuantityError:
+                    continue
+            spec = obj.get("spec") or {}
+            self.nodes[name] = NodeInfo(
+                name=name,
+                labels=dict(meta.get("labels") or {}),
+                taints=tuple(spec.get("taints") or ()),
+                allocatable=alloc,
+                unschedulable=bool(spec.get("unschedulable")),
+            )
+        self._recompute_max_node()
+        self.touch()
+
+    def _recompute_max_node(self) -> None:
+        best: dict[str, int] = {}
+        for node in self.nodes.values():
+            if node.unschedulable:
+                continue
+            for res, value in node.allocatable.items():
+                if value > best.get(res, -1):
+                    best[res] = value
+        self.max_node = best
+
+    # -- reservations ---------------------------------------------------------------------------------
+
+    def reserve(self, reservation: Reservation) -> None:
+        """Hold capacity for one of our placements (idempotent per uid)."""
+        self.release(reservation.uid)
+        self.reservations[reservation.uid] = reservation
+        self.tree.add_usage(reservation.cluster_queue, reservation.usage)
+        if self.gpu is not None and reservation.gpu:
+            self.gpu.assume(reservation.uid, reservation.gpu)
+        self.touch()
+
+    def release(self, uid: str) -> Reservation | None:
+        reservation = self.reservations.pop(uid, None)
+        if reservation is not None:
+            self.tree.remove_usage(reservation.cluster_queue, reservation.usage)
+            if self.gpu is not None and reservation.gpu:
+                self.gpu.forget(uid)
+            self.touch()
+        return reservation
+
+    # -- reports --------------------------------------------------------------------------------------
+
+    def quota_report(self) -> list[dict[str, Any]]:
+        """Per ClusterQueue and flavor: nominal / used / reserved / free (for the API and the CLI)."""
+        reserved: dict[tuple[str, str, str], int] = {}
+        for r in self.reservations.values():
+            for (flavor, res), v in r.usage.items():
+                reserved[(r.cluster_queue, flavor, res)] = reserved.get((r.cluster_queue, flavor, res), 0) + v
+        out = []
+        for cq in sorted(self.cluster_queues):
+            for rep in self.tree.cluster_queue_report(cq):
+                held = reserved.get((cq, rep.flavor, rep.resource), 0)
+                out.append(
+                    {
+                        "clusterQueue": cq,
+                        "flavor": rep.flavor,
+                        "resource": rep.resource,
+                        "nominal": rep.nominal,
+                        "used": rep.used - held,
+                        "reserved": held,
+                        "free": rep.available,
+                    }
+                )
+        return out
+
+    def describe_local_queues(self) -> Iterable[tuple[str, str, str]]:
+        for (ns, name), cq in sorted(self.local_queues.items()):
+            yield ns, name, cq

@@ -1,0 +1,270 @@
+"""One simulated cluster: store, API semantics, HTTP server, emulated controllers, faults."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from .api import Api
+from .controllers.base import Controller, LocalClient
+from .controllers.gc import GarbageCollector, NamespaceController
+from .controllers.jobs import JobController
+from .controllers.kubelet import Kubelet
+from .controllers.scheduler import Extender, Scheduler
+from .errors import ApiError
+from .faults import FaultState
+from .http import ApiServer
+from .store import Store
+from .topology import KUEUE_CONFIG_KEY, KUEUE_CONFIG_NAME, KUEUE_CONFIG_NAMESPACE, NodeGroup
+
+__all__ = ["ClusterOptions", "SimCluster"]
+
+Obj = dict[str, Any]
+
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+@dataclass
+class ClusterOptions:
+    """Which controllers run, and tuning. Each emulated controller can be switched off."""
+
+    kueue: bool = True
+    hami: bool = False
+    jobs: bool = True
+    scheduler: bool = True
+    kubelet: bool = True
+    default_run_seconds: float = 2.0
+    bookmark_interval: float = 5.0
+    log_size: int = 100_000
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    port: int = 0
+
+
+class SimCluster:
+    """A simulated Kubernetes cluster on 127.0.0.1."""
+
+    def __init__(self, name: str, options: ClusterOptions | None = None) -> None:
+        self.name = name
+        self.options = options or ClusterOptions()
+        self.store = Store(log_size=self.options.log_size)
+        self.api = Api(self.store)
+        self.faults = FaultState()
+        self.server = ApiServer(
+            name,
+            self.api,
+            self.options.token,
+            port=self.options.port,
+            faults=self.faults,
+            bookmark_interval=self.options.bookmark_interval,
+        )
+        self.client = LocalClient(self.api, "sim-setup")
+        self.controllers: dict[str, Controller] = {}
+        self.gpu_nodes: dict[str, Any] = {}
+        self._bootstrap()
+
+    # -- setup ---------------------------------------------------------------------------------------
+
+    def _bootstrap(self) -> None:
+        for ns in SYSTEM_NAMESPACES:
+            self.ensure_namespace(ns)
+        opts = self.options
+        self.controllers["garbage-collector"] = GarbageCollector(self.api)
+        self.controllers["namespace-controller"] = NamespaceController(self.api)
+        extender: Extender | None = None
+        if opts.hami:
+            from .controllers.hami import HamiController
+
+            hami = HamiController(self.api, self.gpu_nodes)
+            self.controllers["hami"] = hami
+            extender = hami
+        if opts.scheduler:
+            self.controllers["scheduler"] = Scheduler(self.api, extender)
+        if opts.kubelet:
+            self.controllers["kubelet"] = Kubelet(self.api, default_run_seconds=opts.default_run_seconds)
+        if opts.jobs:
+            self.controllers["job-controller"] = JobController(self.api)
+        if opts.kueue:
+            from .controllers.kueue import KueueController
+
+            self.controllers["kueue"] = KueueController(self.api)
+
+    def ensure_namespace(self, name: str) -> None:
+        if self.store.get("namespaces", "", name) is None:
+            self.client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+    def apply(self, obj: Obj) -> Obj:
+        """Create or replace an object (used to preload topology objects)."""
+        rt = self.client.rt_of(obj)
+        meta = obj.get("metadata") or {}
+        if rt.namespaced:
+            self.ensure_namespace(meta.get("namespace") or "default")
+        existing = self.client.get(rt, meta.get("namespace"), meta["name"])
+        if existing is None:
+            return self.client.create(obj)
+        obj = {**obj, "metadata": {**meta, "resourceVersion": existing["metadata"]["resourceVersion"]}}
+        return self.client.update(obj)
+
+    def add_nodes(self, group: NodeGroup) -> list[str]:
+        names = []
+        for i in range(1, group.count + 1):
+            name = f"{self.name}-{group.prefix}-{i}"
+            capacity: dict[str, str] = {
+                "cpu": group.cpu,
+                "memory": group.memory,
+                "pods": str(group.pods),
+                "ephemeral-storage": "100Gi",
+            }
+            labels = {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                **group.labels,
+            }
+            if group.gpus is not None:
+                capacity["nvidia.com/gpu"] = str(group.gpus.count * group.gpus.split)
+                self.gpu_nodes[name] = group.gpus
+            node = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels, "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+                "spec": {"taints": list(group.taints)} if group.taints else {},
+            }
+            created = self.client.create(node)
+            created["status"] = {
+                "capacity": capacity,
+                "allocatable": dict(capacity),
+                "conditions": [
+                    {
+                        "type": "Ready",
+                        "status": "True",
+                        "reason": "KubeletReady",
+                        "message": "kubelet is posting ready status",
+                        "lastHeartbeatTime": created["metadata"]["creationTimestamp"],
+                        "lastTransitionTime": created["metadata"]["creationTimestamp"],
+                    }
+                ],
+                "nodeInfo": {
+                    "kubeletVersion": "v1.36.0-sim",
+                    "containerRuntimeVersion": "containerd://2.0.0",
+                    "operatingSystem": "linux",
+                    "architecture": "amd64",
+                    "kernelVersion": "6.1.0",
+                    "osImage": "Simulated",
+                    "kubeProxyVersion": "",
+                    "machineID": name,
+                    "systemUUID": name,
+                    "bootID": name,
+                },
+                "addresses": [{"type": "InternalIP", "address": "172.18.0.2"}, {"type": "Hostname", "address": name}],
+            }
+            self.client.update_status(created)
+            names.append(name)
+        return names
+
+    def set_kueue_config(self, config: Obj) -> None:
+        """Store Kueue's Configuration where a real install keeps it (a ConfigMap in kueue-system)."""
+        self.ensure_namespace(KUEUE_CONFIG_NAMESPACE)
+        self.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": KUEUE_CONFIG_NAME, "namespace": KUEUE_CONFIG_NAMESPACE},
+                "data": {KUEUE_CONFIG_KEY: yaml.safe_dump(config, sort_keys=False)},
+            }
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    @property
+    def token(self) -> str:
+        return self.options.token
+
+    async def start(self) -> None:
+        for c in self.controllers.values():
+            c.start()
+        await self.server.start()
+
+    async def stop(self) -> None:
+        await self.server.stop()
+        for c in self.controllers.values():
+            await c.stop()
+        self.store.close_all_subscriptions()
+
+    def kubeconfig(self, *, context: str | None = None) -> Obj:
+        ctx = context or self.name
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": self.name, "cluster": {"server": self.url}}],
+            "users": [{"name": f"{self.name}-admin", "user": {"token": self.token}}],
+            "contexts": [
+                {"name": ctx, "context": {"cluster": self.name, "user": f"{self.name}-admin", "namespace": "default"}}
+            ],
+            "current-context": ctx,
+        }
+
+    # -- faults --------------------------------------------------------------------------------------
+
+    async def set_fault(
+        self, mode: str, *, latency: float = 0.0, error_rate: float = 0.0, downtime: float = 0.5
+    ) -> None:
+        """Put the cluster into a fault mode (see :mod:`.faults`); ``none`` heals it."""
+        previous = self.faults.mode
+        if mode == "restart":
+            self.faults.set("none")
+            await self.server.restart(downtime)
+            return
+        self.faults.set(mode, latency=latency, error_rate=error_rate)
+        if mode == "stop":
+            await self.server.stop()
+        elif previous == "stop" and not self.server.running:
+            await self.server.start()
+
+    def compact(self) -> None:
+        """Forget the watch history (as an etcd compaction does): old resourceVersions answer 410."""
+        self.store.compact()
+
+    def describe(self) -> Obj:
+        """A summary for the ``sim up`` table: nodes, CPU, memory, GPUs."""
+        from ..quantity import parse_quantity
+
+        cpu = sum(
+            (
+                parse_quantity((n.get("status") or {}).get("allocatable", {}).get("cpu", "0"))
+                for n in self.store.list("nodes")
+            ),
+            start=parse_quantity("0"),
+        )
+        mem = sum(
+            (
+                parse_quantity((n.get("status") or {}).get("allocatable", {}).get("memory", "0"))
+                for n in self.store.list("nodes")
+            ),
+            start=parse_quantity("0"),
+        )
+        gpus = sum(g.count for g in self.gpu_nodes.values())
+        return {
+            "name": self.name,
+            "url": self.url,
+            "nodes": self.store.count("nodes"),
+            "cpu": int(cpu),
+            "memoryGi": int(mem / 2**30),
+            "gpus": gpus,
+            "kueue": self.options.kueue,
+            "hami": self.options.hami,
+        }
+
+    def try_apply(self, obj: Obj) -> str | None:
+        with contextlib.suppress(ApiError):
+            self.apply(obj)
+            return None
+        return f"could not apply {obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"

@@ -1,0 +1,2 @@
+"""Emulated controllers of a simulated cluster: garbage collector, namespaces, scheduler, kubelet,
+job controller, Kueue and HAMi. Each can be switched on or off per cluster."""

@@ -1,0 +1,410 @@
+"""Field ownership (``metadata.managedFields``) and server-side apply.
+
+A field set is a set of paths; a path is a tuple of FieldsV1 keys (``f:spec``, ``k:{"name":"c"}``,
+``v:"x"``, ``.``), the same keys the real server writes into ``fieldsV1``. Ownership is recorded for
+every write, so an apply that changes a field another manager owns is a 409 Conflict naming the field,
+unless forced; an apply also removes the fields its manager applied before and no longer applies.
+Lists follow their schema: ``x-kubernetes-list-type: map`` (or a patch merge key) merges by key,
+``set`` merges by value, anything else is atomic; the same holds for the merge itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .errors import ApiError
+from .patch import clone
+
+__all__ = [
+    "FieldSet",
+    "apply_config",
+    "decode_fields",
+    "encode_fields",
+    "fields_of",
+    "record_update",
+]
+
+Path = tuple[str, ...]
+FieldSet = set[Path]
+
+#: Top-level and metadata fields the server never attributes to a manager.
+_UNTRACKED_META = {
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+}
+
+
+def _child(node: Any, key: str) -> Any:
+    if node is None:
+        return None
+    props = getattr(node, "properties", None)
+    if props and key in props:
+        return props[key]
+    addl = getattr(node, "additional_properties", None)
+    if addl is not None and not isinstance(addl, bool):
+        return addl
+    return None
+
+
+def _list_kind(node: Any) -> tuple[str, tuple[str, ...]]:
+    """("map", keys) | ("set", ()) | ("atomic", ())."""
+    if node is None:
+        return ("atomic", ())
+    list_type = getattr(node, "list_type", None)
+    if list_type == "map":
+        return ("map", tuple(getattr(node, "list_map_keys", None) or ()))
+    if list_type == "set":
+        return ("set", ())
+    if list_type == "atomic":
+        return ("atomic", ())
+    merge_key = getattr(node, "patch_merge_key", None)
+    strategy = getattr(node, "patch_strategy", None) or ""
+    if merge_key and "merge" in strategy:
+        return ("map", (merge_key,))
+    if "merge" in strategy:
+        return ("set", ())
+    return ("atomic", ())
+
+
+def _atomic_map(node: Any) -> bool:
+    return node is not None and getattr(node, "map_type", None) == "atomic"
+
+
+def _item_key(item: Any, keys: tuple[str, ...]) -> str:
+    if not isinstance(item, dict):
+        return "v:" + json.dumps(item, separators=(",", ":"))
+    return "k:" + json.dumps({k: item.get(k) for k in keys}, separators=(",", ":"), sort_keys=True)
+
+
+def fields_of(obj: Mapping[str, Any], root: Any, *, status: bool | None = None) -> FieldSet:
+    """The field set of an object: every leaf path, plus ``.`` for each keyed list item.
+
+    ``status``: True keeps only ``status``; False drops it (main-resource writes when the kind has a
+    status subresource); None keeps everything.
+    """
+    out: FieldSet = set()
+    for key, value in obj.items():
+        if key in ("apiVersion", "kind"):
+            continue
+        if status is True and key != "status":
+            continue
+        if status is False and key == "status":
+            continue
+        if key == "metadata" and isinstance(value, dict):
+            meta_node = _child(root, "metadata")
+            for mk, mv in value.items():
+                if mk in _UNTRACKED_META:
+                    continue
+                _walk(mv, _child(meta_node, mk), ("f:metadata", "f:" + mk), out)
+            continue
+        _walk(value, _child(root, key), ("f:" + key,), out)
+    return out
+
+
+def _walk(value: Any, node: Any, prefix: Path, out: FieldSet) -> None:
+    if isinstance(value, dict) and value and not _atomic_map(node):
+        for k, v in value.items():
+            _walk(v, _child(node, k), (*prefix, "f:" + k), out)
+        return
+    if isinstance(value, list) and value:
+        kind, keys = _list_kind(node)
+        if kind == "map" and keys:
+            items_node = getattr(node, "items", None)
+            for item in value:
+                ip = (*prefix, _item_key(item, keys))
+                out.add((*ip, "."))
+                if isinstance(item, dict):
+                    for k, v in item.items():
+                        _walk(v, _child(items_node, k), (*ip, "f:" + k), out)
+            return
+        if kind == "set":
+            for item in value:
+                out.add((*prefix, _item_key(item, ())))
+            return
+    out.add(prefix)
+
+
+def encode_fields(fields: Iterable[Path]) -> dict[str, Any]:
+    """A field set as the nested ``fieldsV1`` document."""
+    root: dict[str, Any] = {}
+    for path in sorted(fields):
+        cur = root
+        for part in path:
+            cur = cur.setdefault(part, {})
+    return root
+
+
+def decode_fields(doc: Mapping[str, Any]) -> FieldSet:
+    out: FieldSet = set()
+
+    def walk(d: Mapping[str, Any], prefix: Path) -> None:
+        for k, v in d.items():
+            p = (*prefix, k)
+            if isinstance(v, Mapping) and v:
+                walk(v, p)
+            else:
+                out.add(p)
+
+    walk(doc, ())
+    return out
+
+
+def _value_at(obj: Any, path: Path) -> tuple[bool, Any]:
+    cur = obj
+    for part in path:
+        if part == ".":
+            return True, cur
+        if part.startswith("f:"):
+            if not isinstance(cur, dict) or part[2:] not in cur:
+                return False, None
+            cur = cur[part[2:]]
+        elif part.startswith(("k:", "v:")):
+            if not isinstance(cur, list):
+                return False, None
+            want = json.loads(part[2:])
+            found = None
+            for item in cur:
+                if part.startswith("k:"):
+                    if isinstance(item, dict) and all(item.get(k) == v for k, v in want.items()):
+                        found = item
+                        break
+                elif item == want:
+                    found = item
+                    break
+            if found is None:
+                return False, None
+            cur = found
+        else:
+            return False, None
+    return True, cur
+
+
+def _display(path: Path) -> str:
+    """``.spec.containers[name="c"].image`` as the server prints conflicting fields."""
+    out = ""
+    for part in path:
+        if part == ".":
+            continue
+        if part.startswith("f:"):
+            out += "." + part[2:]
+        elif part.startswith("k:"):
+            keys = json.loads(part[2:])
+            out += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in keys.items()) + "]"
+        elif part.startswith("v:"):
+            out += f"[{part[2:]}]"
+    return out
+
+
+def _entries(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return list(obj.get("metadata", {}).get("managedFields") or [])
+
+
+def _entry_fields(entry: Mapping[str, Any]) -> FieldSet:
+    return decode_fields(entry.get("fieldsV1") or {})
+
+
+def _set_entries(obj: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+    kept = [e for e in entries if e.get("fieldsV1")]
+    meta = obj.setdefault("metadata", {})
+    if kept:
+        meta["managedFields"] = kept
+    else:
+        meta.pop("managedFields", None)
+
+
+def record_update(
+    old: Mapping[str, Any] | None,
+    new: dict[str, Any],
+    root: Any,
+    *,
+    manager: str,
+    api_version: str,
+    now: str,
+    subresource: str | None,
+    status_split: bool,
+) -> None:
+    """Attribute what an Update (create, PUT, non-apply patch) changed to ``manager``, in ``new``.
+
+    Fields the write changed move to ``manager``; fields it removed leave every owner.
+    """
+    only_status = True if subresource == "status" else (False if status_split else None)
+    new_fields = fields_of(new, root, status=only_status)
+    if old is None:
+        changed = new_fields
+        removed: FieldSet = set()
+        entries: list[dict[str, Any]] = []
+    else:
+        old_fields = fields_of(old, root, status=only_status)
+        changed = {p for p in new_fields if p not in old_fields or _value_at(old, p) != _value_at(new, p)}
+        removed = old_fields - new_fields
+        entries = _entries(old)
+    if not changed and not removed:
+        _set_entries(new, entries)
+        return
+    out: list[dict[str, Any]] = []
+    mine: dict[str, Any] | None = None
+    for entry in entries:
+        fs = _entry_fields(entry) - changed - removed
+        if (
+            entry.get("manager") == manager
+            and entry.get("operation") == "Update"
+            and entry.get("subresource") == subresource
+        ):
+            mine = entry
+            fs |= changed
+        out.append({**entry, "fieldsV1": encode_fields(fs)})
+    if mine is None:
+        entry = {
+            "manager": manager,
+            "operation": "Update",
+            "apiVersion": api_version,
+            "time": now,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": encode_fields(changed),
+        }
+        if subresource:
+            entry["subresource"] = subresource
+        out.append(entry)
+    else:
+        for e in out:
+            if e.get("manager") == manager and e.get("operation") == "Update" and e.get("subresource") == subresource:
+                e["time"] = now
+                e["apiVersion"] = api_version
+    _set_entries(new, out)
+
+
+def _merge(live: Any, applied: Any, node: Any) -> Any:
+    if isinstance(applied, dict) and isinstance(live, dict) and not _atomic_map(node):
+        out = dict(live)
+        for k, v in applied.items():
+            out[k] = _merge(live.get(k), v, _child(node, k)) if k in live else clone(v)
+        return out
+    if isinstance(applied, list) and isinstance(live, list):
+        kind, keys = _list_kind(node)
+        if kind == "map" and keys:
+            items_node = getattr(node, "items", None)
+            live_by_key = {_item_key(i, keys): i for i in live}
+            applied_keys = [_item_key(i, keys) for i in applied]
+            merged = [
+                _merge(live_by_key[k], item, items_node) if k in live_by_key else clone(item)
+                for k, item in zip(applied_keys, applied, strict=True)
+            ]
+            rest = [i for i in live if _item_key(i, keys) not in set(applied_keys)]
+            return merged + rest
+        if kind == "set":
+            out_list = [clone(i) for i in applied]
+            out_list += [i for i in live if i not in applied]
+            return out_list
+    return clone(applied)
+
+
+def _remove_path(obj: Any, path: Path) -> None:
+    if path and path[-1] == ".":
+        path = path[:-1]
+    if not path:
+        return
+    found, parent = _value_at(obj, path[:-1])
+    if not found:
+        return
+    last = path[-1]
+    if last.startswith("f:") and isinstance(parent, dict):
+        parent.pop(last[2:], None)
+    elif last.startswith(("k:", "v:")) and isinstance(parent, list):
+        ok, item = _value_at(obj, path)
+        if ok:
+            for i, candidate in enumerate(parent):
+                if candidate is item:
+                    del parent[i]
+                    break
+
+
+def apply_config(
+    live: Mapping[str, Any] | None,
+    applied: Mapping[str, Any],
+    root: Any,
+    *,
+    manager: str,
+    api_version: str,
+    now: str,
+    force: bool,
+    subresource: str | None,
+    status_split: bool,
+) -> dict[str, Any]:
+    """Server-side apply of ``applied`` by ``manager`` onto ``live`` (None: create). Raises 409 on conflicts."""
+    only_status = True if subresource == "status" else (False if status_split else None)
+    applied_fields = fields_of(applied, root, status=only_status)
+    entries = _entries(live) if live is not None else []
+    base: dict[str, Any] = clone(dict(live)) if live is not None else {}
+    conflicts: list[tuple[str, str, Path]] = []
+    others: list[tuple[dict[str, Any], FieldSet]] = []
+    previous: FieldSet = set()
+    for entry in entries:
+        fs = _entry_fields(entry)
+        if (
+            entry.get("manager") == manager
+            and entry.get("operation") == "Apply"
+            and entry.get("subresource") == subresource
+        ):
+            previous = fs
+            continue
+        others.append((entry, fs))
+        if live is None:
+            continue
+        for path in fs & applied_fields:
+            if path[-1] == ".":
+                continue
+            if _value_at(live, path) != _value_at(applied, path):
+                conflicts.append((str(entry.get("manager")), str(entry.get("apiVersion", "")), path))
+    if conflicts and not force:
+        causes = [
+            {
+                "reason": "FieldManagerConflict",
+                "message": f'conflict with "{m}" using {v}',
+                "field": _display(p),
+            }
+            for m, v, p in sorted(conflicts, key=lambda c: c[2])
+        ]
+        n = len(causes)
+        listing = "\n".join(f"- {c['message']}: {c['field']}" for c in causes)
+        message = f"Apply failed with {n} conflict{'s' if n != 1 else ''}: " + (
+            f"{causes[0]['message']}: {causes[0]['field']}" if n == 1 else "\n" + listing
+        )
+        raise ApiError(409, "Conflict", message, {"causes": causes})
+    merged = _merge(base, {k: v for k, v in applied.items() if k not in ("apiVersion", "kind")}, root)
+    # Fields this manager applied before, applies no more, and nobody else owns, are removed.
+    owned_by_others: FieldSet = set()
+    for _, fs in others:
+        owned_by_others |= fs
+    for path in sorted(previous - applied_fields - owned_by_others, key=len, reverse=True):
+        _remove_path(merged, path)
+    new_entries: list[dict[str, Any]] = []
+    for entry, owned in others:
+        kept = owned - applied_fields if force else owned
+        new_entries.append({**entry, "fieldsV1": encode_fields(kept)})
+    entry = {
+        "manager": manager,
+        "operation": "Apply",
+        "apiVersion": api_version,
+        "time": now,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": encode_fields(applied_fields),
+    }
+    if subresource:
+        entry["subresource"] = subresource
+    new_entries.append(entry)
+    _set_entries(merged, new_entries)
+    if "apiVersion" in applied:
+        merged["apiVersion"] = applied["apiVersion"]
+    if "kind" in applied:
+        merged["kind"] = applied["kind"]
+    return merged

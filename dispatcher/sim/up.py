@@ -1,0 +1,57 @@
+"""``dispatcher sim up``: start simulated clusters and keep them running until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+
+from .topology import Topology
+from .world import SimWorld, WorldOptions
+
+__all__ = ["run_sim_up"]
+
+
+def _table(world: SimWorld) -> str:
+    rows = [("CLUSTER", "URL", "NODES", "CPU", "MEMORY", "GPUS", "KUEUE", "HAMI")]
+    for c in world.clusters:
+        d = c.describe()
+        rows.append(
+            (
+                d["name"],
+                d["url"],
+                str(d["nodes"]),
+                str(d["cpu"]),
+                f"{d['memoryGi']}Gi",
+                str(d["gpus"]),
+                "yes" if d["kueue"] else "no",
+                "yes" if d["hami"] else "no",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows)
+
+
+async def run_sim_up(options: WorldOptions, directory: Path, topology: Topology | None = None) -> int:
+    world = SimWorld(options, topology)
+    await world.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        world.write_files(directory)
+        print(_table(world))
+        print(f"\nkubeconfigs and clusters.yaml in {directory.resolve()}; fault admin endpoint {world.admin_url}")
+        print(f"try: kubectl --kubeconfig {directory / 'worker-1.kubeconfig'} get clusterqueues")
+        sys.stdout.flush()
+        (directory / "ready").write_text("ready\n")
+        await stop.wait()
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            (directory / "ready").unlink()
+        await world.stop()
+    return 0

@@ -1,0 +1,205 @@
+"""A set of simulated clusters: one manager and N workers, their kubeconfigs, a ``clusters.yaml``,
+and a small admin endpoint for faults.
+
+Admin endpoint (no auth, 127.0.0.1 only):
+
+- ``GET  /clusters``: names, URLs, fault modes.
+- ``POST /clusters/{name}/fault`` with ``{"mode": "stop|partition|slow|flaky|restart|none",
+  "latency": seconds, "errorRate": 0..1, "downtime": seconds}``.
+- ``POST /clusters/{name}/compact``: forget watch history (old resourceVersions answer 410).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from .cluster import ClusterOptions, SimCluster
+from .faults import FAULT_MODES
+from .topology import Topology, WorkerClass, default_topology
+
+__all__ = ["SimWorld", "WorldOptions"]
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class WorldOptions:
+    workers: int = 3
+    gpu_workers: int = 1
+    default_run_seconds: float = 2.0
+    manager_kueue: bool = False
+    bookmark_interval: float = 5.0
+    admin_port: int = 0
+
+
+class SimWorld:
+    """A manager cluster and worker clusters, started and stopped together."""
+
+    def __init__(self, options: WorldOptions | None = None, topology: Topology | None = None) -> None:
+        self.options = options or WorldOptions()
+        self.topology = topology or default_topology()
+        if self.options.gpu_workers > self.options.workers:
+            raise ValueError(
+                f"--gpu-workers ({self.options.gpu_workers}) cannot exceed --workers ({self.options.workers})"
+            )
+        opts = self.options
+        self.manager = SimCluster(
+            "manager",
+            ClusterOptions(
+                kueue=opts.manager_kueue,
+                hami=False,
+                jobs=True,
+                default_run_seconds=opts.default_run_seconds,
+                bookmark_interval=opts.bookmark_interval,
+            ),
+        )
+        self.workers: list[SimCluster] = []
+        first_gpu = opts.workers - opts.gpu_workers + 1
+        for i in range(1, opts.workers + 1):
+            gpu = i >= first_gpu
+            self.workers.append(
+                SimCluster(
+                    f"worker-{i}",
+                    ClusterOptions(
+                        kueue=True,
+                        hami=gpu,
+                        default_run_seconds=opts.default_run_seconds,
+                        bookmark_interval=opts.bookmark_interval,
+                    ),
+                )
+            )
+        self._admin: web.AppRunner | None = None
+        self.admin_url = ""
+        self._populate()
+
+    @property
+    def clusters(self) -> list[SimCluster]:
+        return [self.manager, *self.workers]
+
+    def cluster(self, name: str) -> SimCluster:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def _populate(self) -> None:
+        topo = self.topology
+        for c in self.clusters:
+            for ns in topo.namespaces:
+                c.ensure_namespace(ns)
+        for obj in topo.manager_objects:
+            self.manager.apply(obj)
+        for w in self.workers:
+            cls: WorkerClass = topo.gpu_worker if w.options.hami else topo.cpu_worker
+            if cls.kueue_config:
+                w.set_kueue_config(cls.kueue_config)
+            for group in cls.nodes:
+                w.add_nodes(group)
+            for obj in cls.objects:
+                w.apply(obj)
+
+    async def start(self) -> None:
+        for c in self.clusters:
+            await c.start()
+        await self._start_admin()
+
+    async def stop(self) -> None:
+        if self._admin is not None:
+            await self._admin.cleanup()
+            self._admin = None
+        for c in self.clusters:
+            await c.stop()
+
+    # -- admin -----------------------------------------------------------------------------------------
+
+    async def _start_admin(self) -> None:
+        app = web.Application()
+        app.router.add_get("/clusters", self._admin_list)
+        app.router.add_post("/clusters/{name}/fault", self._admin_fault)
+        app.router.add_post("/clusters/{name}/compact", self._admin_compact)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", self.options.admin_port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.admin_url = f"http://127.0.0.1:{port}"
+        self._admin = runner
+
+    async def _admin_list(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            [{"name": c.name, "url": c.url, "fault": c.faults.mode, "running": c.server.running} for c in self.clusters]
+        )
+
+    async def _admin_fault(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        try:
+            cluster = self.cluster(name)
+        except KeyError:
+            return web.json_response({"error": f"no cluster named {name!r}"}, status=404)
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return web.json_response({"error": 'body must be JSON: {"mode": ...}'}, status=400)
+        mode = body.get("mode")
+        if mode not in FAULT_MODES:
+            return web.json_response(
+                {"error": f"mode must be one of {', '.join(FAULT_MODES)}, got {mode!r}"}, status=400
+            )
+        try:
+            await cluster.set_fault(
+                mode,
+                latency=float(body.get("latency", 0.0)),
+                error_rate=float(body.get("errorRate", 0.0)),
+                downtime=float(body.get("downtime", 0.5)),
+            )
+        except (TypeError, ValueError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        return web.json_response({"name": name, "fault": cluster.faults.mode})
+
+    async def _admin_compact(self, request: web.Request) -> web.Response:
+        try:
+            cluster = self.cluster(request.match_info["name"])
+        except KeyError:
+            return web.json_response({"error": "no such cluster"}, status=404)
+        cluster.compact()
+        return web.json_response({"name": cluster.name, "compactedResourceVersion": cluster.store.compacted_rv})
+
+    # -- files ---------------------------------------------------------------------------------------
+
+    def write_files(self, directory: Path) -> None:
+        """Kubeconfigs (mode 0600: they hold tokens), ``clusters.yaml`` and ``sim.json``."""
+        directory.mkdir(parents=True, exist_ok=True)
+        for c in self.clusters:
+            path = directory / f"{c.name}.kubeconfig"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                yaml.safe_dump(c.kubeconfig(), f, sort_keys=False)
+        config = {
+            "manager": {"kubeconfig": str((directory / "manager.kubeconfig").resolve()), "context": "manager"},
+            "workers": [
+                {
+                    "name": w.name,
+                    "kubeconfig": str((directory / f"{w.name}.kubeconfig").resolve()),
+                    "context": w.name,
+                    "labels": {"gpu": "true" if w.options.hami else "false", "zone": f"zone-{(i % 3) + 1}"},
+                }
+                for i, w in enumerate(self.workers)
+            ],
+            "policy": {"mode": "binpack", "admissionTimeout": "120s", "lostTimeout": "60s"},
+        }
+        (directory / "clusters.yaml").write_text(
+            "# Written by `dispatcher sim up`: the dispatcher's configuration for these simulated clusters.\n"
+            + yaml.safe_dump(config, sort_keys=False)
+        )
+        (directory / "sim.json").write_text(
+            json.dumps({"admin": self.admin_url, "clusters": [c.describe() for c in self.clusters]}, indent=2)
+        )

@@ -1,0 +1,1 @@
+"""The only user of SQLAlchemy: models, migrations, queries and transactions."""

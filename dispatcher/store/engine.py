@@ -1,0 +1,60 @@
+"""Engines for the embedded default (SQLite with WAL) and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+__all__ = ["DatabaseUrlError", "make_engine", "redact", "sqlite_url"]
+
+
+class DatabaseUrlError(ValueError):
+    """An unusable database URL; the message names it (with any password hidden)."""
+
+
+def redact(url: str) -> str:
+    """The URL with its password replaced, fit for logs and errors."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparsable database URL>"
+
+
+def sqlite_url(path: str) -> str:
+    return f"sqlite+aiosqlite:///{path}"
+
+
+def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
+    """An async engine. SQLite gets WAL, a busy timeout and foreign keys; PostgreSQL a pool."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise DatabaseUrlError(f"database URL {redact(url)!r} is not a SQLAlchemy URL") from None
+    backend = parsed.get_backend_name()
+    if backend == "sqlite":
+        if parsed.get_driver_name() != "aiosqlite":
+            raise DatabaseUrlError(f"database URL {redact(url)!r}: use the async driver, sqlite+aiosqlite:///PATH")
+        engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return engine
+    if backend == "postgresql":
+        if parsed.get_driver_name() != "asyncpg":
+            raise DatabaseUrlError(f"database URL {redact(url)!r}: use the async driver, postgresql+asyncpg://…")
+        kwargs.setdefault("pool_size", 10)
+        kwargs.setdefault("max_overflow", 10)
+        kwargs.setdefault("pool_pre_ping", True)
+        return create_async_engine(url, **kwargs)
+    raise DatabaseUrlError(f"database URL {redact(url)!r}: only sqlite+aiosqlite and postgresql+asyncpg are supported")

@@ -1,0 +1,331 @@
+"""Queries and transactions on the dispatcher's SQL state.
+
+Every state change is a guarded update: it names the workload's generation (and, where it matters,
+the state it expects), so a late writer, a retried step after a crash or a stale copy's status cannot
+overwrite newer truth. Writes that come in bursts (intake, status sync) are applied in batches, one
+transaction per batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, and_, func, insert, select, text, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.orm import selectinload
+from sqlalchemy.sql.dml import Update
+
+from .models import AuditEvent, Cluster, Placement, PlacementState, Workload, WorkloadState, utcnow
+
+__all__ = ["NewWorkload", "PlacementIntent", "Repo", "Transition"]
+
+
+@dataclass
+class NewWorkload:
+    uid: str
+    namespace: str
+    name: str
+    kind: str
+    api_version: str
+    queue: str
+    priority: int
+    priority_class: str | None
+    pod_sets: list[dict[str, Any]]
+    status_mode: str
+    no_failover: bool
+    cluster_selector: dict[str, str] | None
+    created_at: datetime | None
+    object_generation: int = 1
+    problem: str | None = None
+    reason: str | None = None
+
+
+@dataclass
+class PlacementIntent:
+    """A decision to create a copy of a workload on ``cluster`` at ``generation``."""
+
+    workload_id: int
+    generation: int
+    cluster: str
+    strategy: str
+    score: float | None
+    decision: dict[str, Any]
+    #: Set by :meth:`Repo.begin_placements` when the intent was recorded.
+    placement_id: int | None = None
+
+
+@dataclass
+class Transition:
+    """A guarded update of a workload (and optionally its placement), applied in a batch."""
+
+    workload_id: int
+    generation: int
+    values: dict[str, Any]
+    #: Only when the workload is in one of these states (empty: any non-terminal state).
+    from_states: tuple[str, ...] = ()
+    placement_id: int | None = None
+    placement_values: dict[str, Any] = field(default_factory=dict)
+    event: tuple[str, str, dict[str, Any] | None] | None = None  # (type, message, data)
+    cluster: str | None = None
+
+
+class Repo:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.sessions = async_sessionmaker(engine, expire_on_commit=False)
+
+    async def ping(self) -> None:
+        async with self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+
+    # -- clusters ------------------------------------------------------------------------------------
+
+    async def ensure_clusters(self, names: Iterable[str]) -> dict[str, Cluster]:
+        async with self.sessions.begin() as s:
+            existing = {c.name: c for c in (await s.scalars(select(Cluster))).all()}
+            for name in names:
+                if name not in existing:
+                    c = Cluster(name=name, health="Unknown", cordoned=False, epoch=0)
+                    s.add(c)
+                    existing[name] = c
+        return existing
+
+    async def update_cluster(self, name: str, **values: Any) -> None:
+        async with self.sessions.begin() as s:
+            await s.execute(update(Cluster).where(Cluster.name == name).values(**values, updated_at=utcnow()))
+
+    async def clusters(self) -> list[Cluster]:
+        async with self.sessions() as s:
+            return list((await s.scalars(select(Cluster).order_by(Cluster.name))).all())
+
+    # -- workloads -----------------------------------------------------------------------------------
+
+    async def add_workloads(self, batch: Sequence[NewWorkload]) -> list[Workload]:
+        """Insert new workloads, skipping uids already known. Returns the rows inserted."""
+        if not batch:
+            return []
+        async with self.sessions.begin() as s:
+            uids = [w.uid for w in batch]
+            known = set((await s.scalars(select(Workload.uid).where(Workload.uid.in_(uids)))).all())
+            rows = []
+            seen: set[str] = set()
+            for w in batch:
+                if w.uid in known or w.uid in seen:
+                    continue
+                seen.add(w.uid)
+                rows.append(
+                    Workload(
+                        uid=w.uid,
+                        namespace=w.namespace,
+                        name=w.name,
+                        kind=w.kind,
+                        api_version=w.api_version,
+                        queue=w.queue,
+                        priority=w.priority,
+                        priority_class=w.priority_class,
+                        pod_sets=w.pod_sets,
+                        state=WorkloadState.PENDING,
+                        reason=w.reason,
+                        problem=w.problem,
+                        object_generation=w.object_generation,
+                        generation=1,
+                        status_mode=w.status_mode,
+                        no_failover=w.no_failover,
+                        cluster_selector=w.cluster_selector,
+                        excluded=[],
+                        deleted=False,
+                        created_at=w.created_at,
+                        submitted_at=utcnow(),
+                    )
+                )
+            s.add_all(rows)
+            await s.flush()
+            s.add_all(
+                AuditEvent(at=utcnow(), workload_id=r.id, type="Submitted", message=f"took {r.kind} {r.namespace}/{r.name}")
+                for r in rows
+            )
+        return rows
+
+    async def load_open(self) -> list[Workload]:
+        """Every workload not in a terminal state, plus terminal ones whose remote copy is not cleaned."""
+        async with self.sessions() as s:
+            stmt = select(Workload).where(
+                (Workload.state.not_in(list(WorkloadState.TERMINAL))) | (Workload.cleaned_at.is_(None))
+            )
+            return list((await s.scalars(stmt)).all())
+
+    async def open_placements(self) -> list[Placement]:
+        async with self.sessions() as s:
+            stmt = select(Placement).where(Placement.state.in_(list(PlacementState.OPEN)))
+            return list((await s.scalars(stmt)).all())
+
+    async def get_workload(self, namespace: str, name: str) -> Workload | None:
+        """The newest workload of that name, with its placements."""
+        async with self.sessions() as s:
+            stmt = (
+                select(Workload)
+                .where(Workload.namespace == namespace, Workload.name == name)
+                .options(selectinload(Workload.placements))
+                .order_by(Workload.id.desc())
+                .limit(1)
+            )
+            return (await s.scalars(stmt)).first()
+
+    async def get_by_id(self, workload_id: int) -> Workload | None:
+        async with self.sessions() as s:
+            return await s.get(Workload, workload_id, options=[selectinload(Workload.placements)])
+
+    async def list_workloads(
+        self,
+        *,
+        state: str | None = None,
+        cluster: str | None = None,
+        queue: str | None = None,
+        namespace: str | None = None,
+        limit: int = 100,
+        after_id: int = 0,
+    ) -> list[Workload]:
+        stmt: Select[tuple[Workload]] = select(Workload).where(Workload.id > after_id)
+        if state:
+            stmt = stmt.where(Workload.state == state)
+        if cluster:
+            stmt = stmt.where(Workload.cluster == cluster)
+        if queue:
+            stmt = stmt.where(Workload.queue == queue)
+        if namespace:
+            stmt = stmt.where(Workload.namespace == namespace)
+        async with self.sessions() as s:
+            return list((await s.scalars(stmt.order_by(Workload.id).limit(limit))).all())
+
+    async def count_by_state(self) -> dict[str, int]:
+        async with self.sessions() as s:
+            rows = await s.execute(select(Workload.state, func.count()).group_by(Workload.state))
+            return {state: int(n) for state, n in rows.all()}
+
+    async def events_for(self, workload_id: int, limit: int = 200) -> list[AuditEvent]:
+        async with self.sessions() as s:
+            stmt = select(AuditEvent).where(AuditEvent.workload_id == workload_id).order_by(AuditEvent.id).limit(limit)
+            return list((await s.scalars(stmt)).all())
+
+    async def recent_events(self, types: Sequence[str], limit: int = 50) -> list[AuditEvent]:
+        async with self.sessions() as s:
+            stmt = select(AuditEvent).where(AuditEvent.type.in_(list(types))).order_by(AuditEvent.id.desc()).limit(limit)
+            return list((await s.scalars(stmt)).all())
+
+    # -- placement intents ---------------------------------------------------------------------------
+
+    async def begin_placements(self, intents: Sequence[PlacementIntent]) -> list[PlacementIntent]:
+        """Record intents (one transaction). An intent is kept only if its workload is still Pending at
+        that generation; the accepted ones come back with ``placement_id`` set and the workload Placing."""
+        if not intents:
+            return []
+        accepted: list[PlacementIntent] = []
+        now = utcnow()
+        async with self.sessions.begin() as s:
+            for intent in intents:
+                result = await s.execute(
+                    update(Workload)
+                    .where(
+                        Workload.id == intent.workload_id,
+                        Workload.generation == intent.generation,
+                        Workload.state == WorkloadState.PENDING,
+                        Workload.deleted.is_(False),
+                    )
+                    .values(state=WorkloadState.PLACING, cluster=intent.cluster, reason=None, updated_at=now)
+                )
+                if result.rowcount != 1:  # type: ignore[attr-defined]
+                    continue
+                pid = (
+                    await s.execute(
+                        insert(Placement)
+                        .values(
+                            workload_id=intent.workload_id,
+                            generation=intent.generation,
+                            cluster=intent.cluster,
+                            strategy=intent.strategy,
+                            score=intent.score,
+                            decision=intent.decision,
+                            state=PlacementState.CREATING,
+                            created_at=now,
+                        )
+                        .returning(Placement.id)
+                    )
+                ).scalar_one()
+                await s.execute(update(Workload).where(Workload.id == intent.workload_id).values(placement_id=pid))
+                intent.placement_id = pid
+                accepted.append(intent)
+            s.add_all(
+                AuditEvent(
+                    at=now,
+                    workload_id=i.workload_id,
+                    cluster=i.cluster,
+                    type="Placing",
+                    message=str(i.decision.get("summary", f"placing on {i.cluster}")),
+                )
+                for i in accepted
+            )
+        return accepted
+
+    async def apply(self, transitions: Sequence[Transition]) -> list[bool]:
+        """Apply guarded transitions in one transaction; returns which ones took effect."""
+        if not transitions:
+            return []
+        results: list[bool] = []
+        now = utcnow()
+        async with self.sessions.begin() as s:
+            for t in transitions:
+                stmt: Update = update(Workload).where(Workload.id == t.workload_id, Workload.generation == t.generation)
+                if t.from_states:
+                    stmt = stmt.where(Workload.state.in_(list(t.from_states)))
+                values = dict(t.values)
+                if values:
+                    values["updated_at"] = now
+                    res = await s.execute(stmt.values(**values))
+                    ok = res.rowcount == 1  # type: ignore[attr-defined]
+                else:
+                    ok = True
+                if ok and t.placement_id is not None and t.placement_values:
+                    await s.execute(
+                        update(Placement).where(Placement.id == t.placement_id).values(**t.placement_values)
+                    )
+                if ok and t.event is not None:
+                    etype, message, data = t.event
+                    s.add(
+                        AuditEvent(at=now, workload_id=t.workload_id, cluster=t.cluster, type=etype, message=message, data=data)
+                    )
+                results.append(ok)
+        return results
+
+    async def update_placement(self, placement_id: int, **values: Any) -> None:
+        async with self.sessions.begin() as s:
+            await s.execute(update(Placement).where(Placement.id == placement_id).values(**values))
+
+    async def set_decision(self, items: Sequence[tuple[int, int, dict[str, Any], str | None]]) -> None:
+        """Store the latest decision (and reason) of workloads that stay pending: (id, generation, decision, reason)."""
+        if not items:
+            return
+        async with self.sessions.begin() as s:
+            for wid, gen, decision, reason in items:
+                await s.execute(
+                    update(Workload)
+                    .where(and_(Workload.id == wid, Workload.generation == gen, Workload.state == WorkloadState.PENDING))
+                    .values(last_decision=decision, reason=reason)
+                )
+
+    async def record(self, events: Sequence[AuditEvent]) -> None:
+        if not events:
+            return
+        async with self.sessions.begin() as s:
+            s.add_all(events)
+
+    async def insert_ignore_duplicate(self, session: AsyncSession, obj: Any) -> bool:
+        try:
+            async with session.begin_nested():
+                session.add(obj)
+            return True
+        except IntegrityError:
+            return False

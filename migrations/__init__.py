@@ -1,0 +1,1 @@
+"""Alembic migrations of the dispatcher's SQL schema (installed as ``dispatcher._migrations``)."""

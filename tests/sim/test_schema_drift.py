@@ -1,0 +1,76 @@
+"""The shipped compact schema file must be exactly what the generator builds from ``shared/schemas``.
+
+A change upstream (a new Kueue CRD version, another built-in kind) or in the generator without regenerating
+(``python -m dispatcher.sim.schema.build --shared ../shared``) fails here.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dispatcher.sim.schema.build import BUILTIN_KINDS, build_document, first_sentence
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _shared_dir() -> Path | None:
+    for candidate in (os.environ.get("DISPATCHER_SHARED_DIR"), str(REPO.parent / "shared")):
+        if candidate and (Path(candidate) / "schemas").is_dir():
+            return Path(candidate)
+    return None
+
+
+def _shipped_bytes() -> bytes:
+    return resources.files("dispatcher.sim").joinpath("data/schemas.json.gz").read_bytes()
+
+
+def _shipped() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(gzip.decompress(_shipped_bytes()))
+    return doc
+
+
+def test_shipped_file_matches_generator() -> None:
+    shared = _shared_dir()
+    if shared is None:
+        pytest.skip("no shared/schemas: set DISPATCHER_SHARED_DIR (CI does) or check out beside ../shared")
+    built = build_document(shared)
+    shipped = _shipped()
+    if built != shipped:
+        differing = sorted(k for k in set(built) | set(shipped) if built.get(k) != shipped.get(k))
+        pytest.fail(
+            f"dispatcher/sim/data/schemas.json.gz is stale (sections {differing} differ); regenerate with "
+            "`python -m dispatcher.sim.schema.build --shared ../shared`"
+        )
+
+
+def test_generator_is_deterministic() -> None:
+    shared = _shared_dir()
+    if shared is None:
+        pytest.skip("no shared/schemas: set DISPATCHER_SHARED_DIR (CI does) or check out beside ../shared")
+    assert build_document(shared) == build_document(shared)
+
+
+def test_file_is_compact() -> None:
+    assert len(_shipped_bytes()) < 2 * 1024 * 1024
+    doc = _shipped()
+    # Interning worked: the CRDs that embed PodSpecs share subtrees.
+    assert len(doc["shared"]) > 50
+    assert {(b["group"], b["version"], b["kind"]) for b in doc["builtins"]} == {
+        (g, v, k) for _f, g, v, k in BUILTIN_KINDS
+    }
+
+
+def test_descriptions_keep_first_sentence_only() -> None:
+    assert first_sentence("Foo is a bar.\nMore info: https://x.io/y. Second.") == "Foo is a bar."
+    assert first_sentence("Use e.g. this one. Then that.") == "Use e.g. this one."
+    assert first_sentence("No full stop at all") == "No full stop at all"
+    assert first_sentence("Version 1.5 is fine. Really.") == "Version 1.5 is fine."
+    job = _shipped()["defs"]["io.k8s.api.batch.v1.JobSpec"]
+    assert job["p"]["parallelism"]["d"].count(". ") == 0
