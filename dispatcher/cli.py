@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
+from .config import DispatcherConfig
 
 __all__ = ["main"]
 
@@ -52,7 +53,7 @@ def _cmd_sim_up(args: argparse.Namespace) -> int:
         default_run_seconds=args.run_seconds,
         manager_kueue=args.manager_kueue,
     )
-    return asyncio.run(run_sim_up(options, Path(args.dir), topology))
+    return asyncio.run(run_sim_up(options, Path(args.dir).resolve(), topology))
 
 
 # -- db ----------------------------------------------------------------------------------------------
@@ -85,7 +86,7 @@ def _cmd_db_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_config(path: str) -> object:
+def _load_config(path: str) -> DispatcherConfig:
     from .config import ConfigError, load_config
 
     try:
@@ -119,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True)
     upg = db_sub.add_parser("upgrade", help="apply the Alembic migrations")
-    upg.add_argument("--db-url", help=f"SQLAlchemy URL (default: config database.url, $DISPATCHER_DB_URL, {DEFAULT_DB})")
+    upg.add_argument(
+        "--db-url", help=f"SQLAlchemy URL (default: config database.url, $DISPATCHER_DB_URL, {DEFAULT_DB})"
+    )
     upg.add_argument("--config", help="clusters.yaml (for its database.url)")
     upg.set_defaults(func=_cmd_db_upgrade)
     return parser

@@ -60,7 +60,10 @@ class EventRecorder:
         event = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{meta.get('name', 'object')}.", "namespace": meta.get("namespace") or "default"},
+            "metadata": {
+                "generateName": f"{meta.get('name', 'object')}.",
+                "namespace": meta.get("namespace") or "default",
+            },
             "involvedObject": {
                 "apiVersion": obj.get("apiVersion"),
                 "kind": obj.get("kind"),
@@ -93,9 +96,10 @@ class EventRecorder:
             except KubeError as e:
                 self.dropped += 1
                 log.debug("event not written: %s", e)
+            finally:
+                self._queue.task_done()
 
     async def flush(self, timeout: float = 5.0) -> None:
         """Wait until queued events are written (for tests and clean shutdown)."""
-        deadline = time.monotonic() + timeout
-        while not self._queue.empty() and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), timeout)

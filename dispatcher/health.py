@@ -73,9 +73,8 @@ class HealthMachine:
                 self.lost_at = now
             elif self.streak >= self.recover_probes:
                 self.state = HealthState.READY
-        elif self.state == HealthState.LOST:
-            if self.streak >= self.recover_probes:
-                self.state = HealthState.RECOVERING
+        elif self.state == HealthState.LOST and self.streak >= self.recover_probes:
+            self.state = HealthState.RECOVERING
         if self.state != old:
             self.since = now
             return self.state

@@ -24,8 +24,8 @@ from .kube.client import ClusterClient
 from .kube.informer import Informer
 from .placement.vgpu import hami_problem
 from .resources import InvalidRequest
-from .store.repo import NewWorkload, Repo
 from .store.models import Workload
+from .store.repo import NewWorkload, Repo
 
 __all__ = ["Intake", "parse_cluster_selector"]
 
@@ -38,8 +38,8 @@ def parse_cluster_selector(value: str | None) -> dict[str, str] | None:
     if not value:
         return None
     out: dict[str, str] = {}
-    for part in value.split(","):
-        part = part.strip()
+    for raw in value.split(","):
+        part = raw.strip()
         if not part:
             continue
         key, sep, val = part.partition("=")

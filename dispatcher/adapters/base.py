@@ -101,7 +101,7 @@ class Adapter(ABC):
         cmeta = copy.setdefault("metadata", {})
         cmeta["name"] = meta["name"]
         cmeta["namespace"] = meta.get("namespace", "default")
-        cmeta["labels"] = {**{k: v for k, v in (meta.get("labels") or {}).items()}, **labels}
+        cmeta["labels"] = {**dict(meta.get("labels") or {}), **labels}
         kept = {
             k: v
             for k, v in (meta.get("annotations") or {}).items()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -225,7 +226,7 @@ class ClusterClient:
 
     async def list_all(
         self, res: Resource, namespace: str | None = None, *, label_selector: str | None = None, page: int = 500
-    ) -> tuple[list[Obj], str]:
+    ) -> tuple[builtins.list[Obj], str]:
         """Every object, page by page; returns (items, resourceVersion of the list)."""
         items: list[Obj] = []
         token: str | None = None
@@ -419,7 +420,7 @@ async def connect(
     cfg = Configuration()
     try:
         if ref.in_cluster:
-            kube_config.load_incluster_config(client_configuration=cfg)
+            kube_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         elif ref.secret_name:
             if manager is None:
                 raise KubeError(0, "Config", f"{name}: a secretRef needs the manager cluster's client")

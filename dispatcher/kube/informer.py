@@ -117,14 +117,14 @@ class Informer:
                 del self.cache[key]
                 self._emit("DELETED", old, old)
         for key, obj in fresh.items():
-            old = self.cache.get(key)
+            previous = self.cache.get(key)
             self.cache[key] = obj
-            if old is None:
+            if previous is None:
                 self._emit("ADDED", obj, None)
-            elif (old.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
+            elif (previous.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
                 "resourceVersion"
             ):
-                self._emit("MODIFIED", obj, old)
+                self._emit("MODIFIED", obj, previous)
         self.resource_version = rv
         self.relists += 1
         self.synced.set()

@@ -675,8 +675,11 @@ class PodSetRequest:
     def from_object(cls, obj: Mapping[str, Any], count: int | None = None) -> PodSetRequest:
         """Read a Workload ``spec.podSets[]`` entry (``count`` overrides the PodSet's own count)."""
         pod_spec = _map(_map(obj.get("template")).get("spec"))
-        affinity = _map(_map(_map(pod_spec.get("affinity")).get("nodeAffinity")).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"))
+        affinity = _map(
+            _map(_map(pod_spec.get("affinity")).get("nodeAffinity")).get(
+                "requiredDuringSchedulingIgnoredDuringExecution"
+            )
+        )
         terms: tuple[tuple[NodeSelectorRequirement, ...], ...] | None = None
         if affinity:
             terms = tuple(
@@ -776,8 +779,7 @@ class AdmittedWorkload:
             for ps in _list(_map(workload.get("spec")).get("podSets"))
         }
         reclaimable = {
-            _str(_map(r).get("name")): int(_map(r).get("count", 0) or 0)
-            for r in _list(status.get("reclaimablePods"))
+            _str(_map(r).get("name")): int(_map(r).get("count", 0) or 0) for r in _list(status.get("reclaimablePods"))
         }
         usage: dict[FlavorResource, int] = {}
         for psa in _list(admission.get("podSetAssignments")):
@@ -1362,8 +1364,11 @@ class QuotaTree:
         flavors: dict[str, list[dict[str, str]]] = {}
         for r in self.cluster_queue_report(cluster_queue):
             flavors.setdefault(r.flavor, []).append(
-                {"name": r.resource, "total": format_amount(r.resource, r.used),
-                 "borrowed": format_amount(r.resource, r.borrowed)}
+                {
+                    "name": r.resource,
+                    "total": format_amount(r.resource, r.used),
+                    "borrowed": format_amount(r.resource, r.borrowed),
+                }
             )
         return [{"name": f, "resources": res} for f, res in flavors.items()]
 
@@ -1940,13 +1945,18 @@ class _Assigner:
         value = _add(assumed, request)
         flavor, resource = fr
         if value > max_capacity:
-            return _PM_NO_FIT, 0, _Status(
-                [
-                    f"insufficient quota for {resource} in flavor {flavor}, previously considered podsets requests "
-                    f"({format_amount(resource, assumed)}) + current podset request "
-                    f"({format_amount(resource, request)}) > maximum capacity ({format_amount(resource, max_capacity)})"
-                ],
-                EXCEEDS_MAX_QUOTA,
+            return (
+                _PM_NO_FIT,
+                0,
+                _Status(
+                    [
+                        f"insufficient quota for {resource} in flavor {flavor}, previously considered podsets requests "
+                        f"({format_amount(resource, assumed)}) + current podset request "
+                        f"({format_amount(resource, request)}) > maximum capacity "
+                        f"({format_amount(resource, max_capacity)})"
+                    ],
+                    EXCEEDS_MAX_QUOTA,
+                ),
             )
         borrow, may_reclaim = tree._height_of_lowest_subtree_that_fits(node, fr, value)
         if value <= available:
@@ -2013,8 +2023,11 @@ class _Assigner:
             mismatch = self._check_flavor(fname, [pod_sets[i] for i in ps_ids])
             if mismatch:
                 status.reasons.extend(mismatch)
-                attempts.append(FlavorAssignmentAttempt(fname, FlavorAssignmentMode.NO_FIT, 0, None,
-                                                        list(mismatch), NO_MATCHING_FLAVOR))
+                attempts.append(
+                    FlavorAssignmentAttempt(
+                        fname, FlavorAssignmentMode.NO_FIT, 0, None, list(mismatch), NO_MATCHING_FLAVOR
+                    )
+                )
                 continue
             assignments: dict[str, FlavorAssignment] = {}
             rep = (_PM_FIT, 0)
@@ -2036,8 +2049,14 @@ class _Assigner:
                     continue
                 assignments[rname] = FlavorAssignment(fname, _PM_TO_MODE[pm], borrow)
             attempts.append(
-                FlavorAssignmentAttempt(fname, _PM_TO_MODE[rep[0]], max_borrow, _PM_TO_POSSIBILITY[rep[0]],
-                                        sorted(quota_reasons), no_fit_reason)
+                FlavorAssignmentAttempt(
+                    fname,
+                    _PM_TO_MODE[rep[0]],
+                    max_borrow,
+                    _PM_TO_POSSIBILITY[rep[0]],
+                    sorted(quota_reasons),
+                    no_fit_reason,
+                )
             )
             if not _should_try_next_flavor(rep, fungibility):
                 best, best_mode = assignments, rep
@@ -2217,8 +2236,9 @@ def assign_flavors(
             return simulate_preemption(t, cq, fr, qty, priority=priority, queue_order_time=queue_order_time, now=now)
 
         oracle = default_oracle
-    assigner = _Assigner(tree, cluster_queue, resource_flavors, oracle, last_tried_flavor_idx,
-                         ignore_undeclared_resources)
+    assigner = _Assigner(
+        tree, cluster_queue, resource_flavors, oracle, last_tried_flavor_idx, ignore_undeclared_resources
+    )
     return assigner.assign(pod_sets, counts)
 
 

@@ -6,6 +6,7 @@ so a simulated controller is held to the same rules as a real client.
 from __future__ import annotations
 
 import base64
+import builtins
 import json
 import random
 import uuid
@@ -612,7 +613,7 @@ class Api:
         new: Obj,
         opts: RequestOptions,
         subresource: str | None,
-        warnings: list[str],
+        warnings: builtins.list[str],
         *,
         managed_set: bool = False,
     ) -> WriteResult:
@@ -803,7 +804,7 @@ class Api:
             raise errors.conflict(
                 "pods", "", name, f'pod {name} is already assigned to node "{current["spec"]["nodeName"]}"'
             )
-        new = clone(current)
+        new: Obj = clone(current)
         new["spec"]["nodeName"] = node
         if annotations:
             new["metadata"].setdefault("annotations", {}).update(annotations)
@@ -841,7 +842,7 @@ class Api:
         label_selector: str | None = None,
         field_selector: str | None = None,
         dry_run: bool = False,
-    ) -> list[Obj]:
+    ) -> builtins.list[Obj]:
         listed = self.list(rt, version, namespace, label_selector=label_selector, field_selector=field_selector)
         out = []
         for obj in listed.items:

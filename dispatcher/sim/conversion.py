@@ -141,7 +141,7 @@ def convert(obj: Obj, group: str, kind: str, to_version: str) -> Obj:
     api_version = f"{group}/{to_version}" if group else to_version
     if obj.get("apiVersion") == api_version:
         return obj
-    out = clone(obj)
+    out: Obj = clone(obj)
     from_version = str(obj.get("apiVersion", "")).rpartition("/")[2]
     if group == KUEUE:
         if from_version == "v1beta1" and to_version == "v1beta2" and kind in _UP:

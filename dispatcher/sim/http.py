@@ -128,7 +128,7 @@ class ApiServer:
         if self.port == 0:
             server = self._site._server
             assert server is not None
-            self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
 
     async def stop(self) -> None:
         """Close the listener and every connection (clients see connection refused / reset)."""

@@ -380,7 +380,7 @@ def apply_config(
             f"{causes[0]['message']}: {causes[0]['field']}" if n == 1 else "\n" + listing
         )
         raise ApiError(409, "Conflict", message, {"causes": causes})
-    merged = _merge(base, {k: v for k, v in applied.items() if k not in ("apiVersion", "kind")}, root)
+    merged: dict[str, Any] = _merge(base, {k: v for k, v in applied.items() if k not in ("apiVersion", "kind")}, root)
     # Fields this manager applied before, applies no more, and nobody else owns, are removed.
     owned_by_others: FieldSet = set()
     for _, fs in others:

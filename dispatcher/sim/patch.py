@@ -311,7 +311,7 @@ def _reorder(items: list[Any], order: list[Any], node: SchemaNode | None) -> lis
             return json.dumps(v.get(merge_key), sort_keys=True)
         return json.dumps(v, sort_keys=True)
 
-    position = {}
+    position: dict[str, int] = {}
     for i, o in enumerate(order):
         key = json.dumps(o.get(merge_key), sort_keys=True) if merge_key and isinstance(o, dict) else ident(o)
         position.setdefault(key, i)

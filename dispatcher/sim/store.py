@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import builtins
 import itertools
 from collections import deque
 from collections.abc import Iterator
@@ -202,7 +203,7 @@ class Store:
     def too_old(self, rv: int) -> bool:
         return rv < self.compacted_rv
 
-    def events_since(self, rv: int, resources: frozenset[str] | None) -> list[StoreEvent]:
+    def events_since(self, rv: int, resources: frozenset[str] | None) -> builtins.list[StoreEvent]:
         """Events after revision ``rv`` (caller checked :meth:`too_old`)."""
         start = bisect.bisect_right(self._log_rvs, rv)
         return [ev for ev in itertools.islice(self._log, start, None) if resources is None or ev.resource in resources]

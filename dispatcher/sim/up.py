@@ -35,6 +35,8 @@ def _table(world: SimWorld) -> str:
 
 
 async def run_sim_up(options: WorldOptions, directory: Path, topology: Topology | None = None) -> int:
+    """Start the simulated clusters, write their kubeconfigs and ``clusters.yaml`` into ``directory``, serve until
+    SIGINT/SIGTERM. ``directory`` must be absolute (the CLI resolves it) so the files printed can be used anywhere."""
     world = SimWorld(options, topology)
     await world.start()
     stop = asyncio.Event()
@@ -45,10 +47,10 @@ async def run_sim_up(options: WorldOptions, directory: Path, topology: Topology 
     try:
         world.write_files(directory)
         print(_table(world))
-        print(f"\nkubeconfigs and clusters.yaml in {directory.resolve()}; fault admin endpoint {world.admin_url}")
+        print(f"\nkubeconfigs and clusters.yaml in {directory}; fault admin endpoint {world.admin_url}")
         print(f"try: kubectl --kubeconfig {directory / 'worker-1.kubeconfig'} get clusterqueues")
         sys.stdout.flush()
-        (directory / "ready").write_text("ready\n")
+        await asyncio.to_thread((directory / "ready").write_text, "ready\n")
         await stop.wait()
     finally:
         with contextlib.suppress(FileNotFoundError):

@@ -130,7 +130,7 @@ class SimWorld:
         await site.start()
         server = site._server
         assert server is not None
-        port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
         self.admin_url = f"http://127.0.0.1:{port}"
         self._admin = runner
 

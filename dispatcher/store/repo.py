@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, func, insert, select, text, update
+from sqlalchemy import and_, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import selectinload
@@ -145,7 +145,9 @@ class Repo:
             s.add_all(rows)
             await s.flush()
             s.add_all(
-                AuditEvent(at=utcnow(), workload_id=r.id, type="Submitted", message=f"took {r.kind} {r.namespace}/{r.name}")
+                AuditEvent(
+                    at=utcnow(), workload_id=r.id, type="Submitted", message=f"took {r.kind} {r.namespace}/{r.name}"
+                )
                 for r in rows
             )
         return rows
@@ -189,7 +191,7 @@ class Repo:
         limit: int = 100,
         after_id: int = 0,
     ) -> list[Workload]:
-        stmt: Select[tuple[Workload]] = select(Workload).where(Workload.id > after_id)
+        stmt = select(Workload).where(Workload.id > after_id)
         if state:
             stmt = stmt.where(Workload.state == state)
         if cluster:
@@ -213,7 +215,9 @@ class Repo:
 
     async def recent_events(self, types: Sequence[str], limit: int = 50) -> list[AuditEvent]:
         async with self.sessions() as s:
-            stmt = select(AuditEvent).where(AuditEvent.type.in_(list(types))).order_by(AuditEvent.id.desc()).limit(limit)
+            stmt = (
+                select(AuditEvent).where(AuditEvent.type.in_(list(types))).order_by(AuditEvent.id.desc()).limit(limit)
+            )
             return list((await s.scalars(stmt)).all())
 
     # -- placement intents ---------------------------------------------------------------------------
@@ -295,7 +299,9 @@ class Repo:
                 if ok and t.event is not None:
                     etype, message, data = t.event
                     s.add(
-                        AuditEvent(at=now, workload_id=t.workload_id, cluster=t.cluster, type=etype, message=message, data=data)
+                        AuditEvent(
+                            at=now, workload_id=t.workload_id, cluster=t.cluster, type=etype, message=message, data=data
+                        )
                     )
                 results.append(ok)
         return results
@@ -312,7 +318,9 @@ class Repo:
             for wid, gen, decision, reason in items:
                 await s.execute(
                     update(Workload)
-                    .where(and_(Workload.id == wid, Workload.generation == gen, Workload.state == WorkloadState.PENDING))
+                    .where(
+                        and_(Workload.id == wid, Workload.generation == gen, Workload.state == WorkloadState.PENDING)
+                    )
                     .values(last_decision=decision, reason=reason)
                 )
 

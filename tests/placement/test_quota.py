@@ -283,8 +283,9 @@ def test_quota_amounts_saturate_like_kueue() -> None:
 
 
 def test_unlimited_quota_admits_anything() -> None:
-    tree = QuotaTree([make_cq("a", rg(fq("f", ("cpu", "1E"))), cohort="c"), make_cq("b", rg(fq("f", ("cpu", "1"))),
-                      cohort="c")])
+    tree = QuotaTree(
+        [make_cq("a", rg(fq("f", ("cpu", "1E"))), cohort="c"), make_cq("b", rg(fq("f", ("cpu", "1"))), cohort="c")]
+    )
     assert tree.available("a", "f", "cpu") == UNLIMITED
     assert tree.available("b", "f", "cpu") == UNLIMITED
     tree.add_usage("a", {("f", "cpu"): 10**12})
@@ -500,8 +501,12 @@ def test_lending_limit_add_remove_workloads() -> None:
         ]
     )
     fr = ("default", "cpu")
-    for key, cq, cpu in (("lend-a-1", "lend-a", 1), ("lend-a-2", "lend-a", 9), ("lend-a-3", "lend-a", 6),
-                         ("lend-b-1", "lend-b", 4)):
+    for key, cq, cpu in (
+        ("lend-a-1", "lend-a", 1),
+        ("lend-a-2", "lend-a", 9),
+        ("lend-a-3", "lend-a", 6),
+        ("lend-b-1", "lend-b", 4),
+    ):
         tree.add_workload(AdmittedWorkload(key, cq, {fr: cpu * 1000}))
     assert tree.cohort_usage("lend", *fr) == (10_000, 10_000)
     tree.remove_workload("lend-a", "lend-a-2")
@@ -537,7 +542,12 @@ def test_within_nominal_fits_and_beyond_nominal_borrows_within_limit() -> None:
     assert tree.available("a", *g) == 0  # the cohort is full even though a's limit would allow 1 more
     report = {r.resource: r for r in tree.cluster_queue_report("a")}["nvidia.com/gpu"]
     assert (report.nominal, report.used, report.borrowed, report.available, report.potential_available) == (
-        4, 5, 1, 0, 6)
+        4,
+        5,
+        1,
+        0,
+        6,
+    )
     assert report.free_nominal == 0
 
 
@@ -585,8 +595,12 @@ def test_hierarchical_cohort_with_parent_quota() -> None:
 
 
 def test_implicit_cohort_forms_without_object() -> None:
-    tree = QuotaTree([make_cq("a", rg(fq("f", ("cpu", "1"))), cohort="ghost"),
-                      make_cq("b", rg(fq("f", ("cpu", "2"))), cohort="ghost")])
+    tree = QuotaTree(
+        [
+            make_cq("a", rg(fq("f", ("cpu", "1"))), cohort="ghost"),
+            make_cq("b", rg(fq("f", ("cpu", "2"))), cohort="ghost"),
+        ]
+    )
     assert tree.cohort_names == ["ghost"]
     assert tree.cohort_spec("ghost") is None
     assert tree.available("a", "f", "cpu") == 3_000
@@ -1187,8 +1201,7 @@ _ASSIGN_CASES: dict[str, _AssignCase] = {
         secondary=make_cq("test-secondary-clusterqueue", rg(fq("one", ("cpu", "12"))), cohort="test-cohort"),
         want_attempts={"main": [("one", FIT, 1, []), ("two", FIT, 0, [])]},
     ),
-    "when borrowing while preemption is needed, but borrowingLimit exceeds the quota available in the cohort":
-    _AssignCase(
+    "when borrowing while preemption is needed, but borrowingLimit exceeds the quota available in the cohort": _AssignCase(  # noqa: E501
         [ps(requests={"cpu": "12"})],
         make_cq(
             "test-clusterqueue",
@@ -1234,8 +1247,7 @@ _ASSIGN_CASES: dict[str, _AssignCase] = {
         secondary=make_cq("test-secondary-clusterqueue", rg(fq("one", ("cpu", "1"))), cohort="test-cohort"),
         want_borrowing=1,
     ),
-    "cannot preempt in cohort (oracle returns None) for the first flavor, tries the second flavor (which fits)":
-    _AssignCase(
+    "cannot preempt in cohort (oracle returns None) for the first flavor, tries the second flavor (which fits)": _AssignCase(  # noqa: E501
         [ps(requests={"cpu": "2"})],
         make_cq(
             "test-clusterqueue",
@@ -1264,8 +1276,9 @@ _ASSIGN_CASES: dict[str, _AssignCase] = {
         {ONE_CPU: 9_000, ("one", "pods"): 1},
         want_reasons={"main": [_unused("cpu", "one", "1")]},
         usage={ONE_CPU: 2_000},
-        secondary=make_cq("test-secondary-clusterqueue", rg(fq("one", ("pods", "0"), ("cpu", "0"))),
-                          cohort="test-cohort"),
+        secondary=make_cq(
+            "test-secondary-clusterqueue", rg(fq("one", ("pods", "0"), ("cpu", "0"))), cohort="test-cohort"
+        ),
         simulation={ONE_CPU: (PreemptionPossibility.PREEMPT, 1)},
         want_borrowing=1,
     ),
@@ -1300,9 +1313,7 @@ def test_assign_flavors_kueue_table(name: str) -> None:
         got = {p.name: {r: fa.tried_flavor_idx for r, fa in p.flavors.items()} for p in a.pod_sets}
         assert got == case.want_tried
     if case.want_attempts is not None:
-        got_attempts = {
-            p.name: [(at.flavor, at.mode, at.borrow, at.reasons) for at in p.attempts] for p in a.pod_sets
-        }
+        got_attempts = {p.name: [(at.flavor, at.mode, at.borrow, at.reasons) for at in p.attempts] for p in a.pod_sets}
         assert got_attempts == case.want_attempts
 
 
@@ -1326,7 +1337,10 @@ def test_deleted_flavors() -> None:
     assert flavors_of(a) == {"main": {"cpu": ("flavor", FIT)}}
     first = a.pod_sets[0].attempts[0]
     assert (first.flavor, first.reasons, first.no_fit_reason) == (
-        "deleted-flavor", ["flavor deleted-flavor not found"], NO_MATCHING_FLAVOR)
+        "deleted-flavor",
+        ["flavor deleted-flavor not found"],
+        NO_MATCHING_FLAVOR,
+    )
     cq = make_cq("test-clusterqueue", rg(fq("deleted-flavor", ("cpu", "4"))))
     a = assign_flavors(QuotaTree([cq]), cq.name, [ps(requests={"cpu": "1"})], flavors, oracle=fixed_oracle())
     assert a.mode is NO_FIT
@@ -1335,8 +1349,9 @@ def test_deleted_flavors() -> None:
     assert a.message() == "couldn't assign flavors to pod set main: flavor deleted-flavor not found"
 
 
-def _three_flavor_cohort(usage: Mapping[FlavorResource, int], other: Mapping[FlavorResource, int],
-                         fungibility: dict[str, Any] | None = None) -> QuotaTree:
+def _three_flavor_cohort(
+    usage: Mapping[FlavorResource, int], other: Mapping[FlavorResource, int], fungibility: dict[str, Any] | None = None
+) -> QuotaTree:
     test_cq = make_cq(
         "test-clusterqueue",
         rg(*(fq(f, ("compute", "10"), ("gpu", "10")) for f in ("uno", "due", "tre"))),
@@ -1345,7 +1360,8 @@ def _three_flavor_cohort(usage: Mapping[FlavorResource, int], other: Mapping[Fla
         fungibility=fungibility or {"whenCanPreempt": "TryNextFlavor"},
     )
     other_cq = make_cq(
-        "other-clusterqueue", rg(*(fq(f, ("compute", "0"), ("gpu", "0")) for f in ("uno", "due", "tre"))),
+        "other-clusterqueue",
+        rg(*(fq(f, ("compute", "0"), ("gpu", "0")) for f in ("uno", "due", "tre"))),
         cohort="cohort",
     )
     tree = QuotaTree([test_cq, other_cq])
@@ -1361,19 +1377,56 @@ _P, _R = PreemptionPossibility.PREEMPT, PreemptionPossibility.RECLAIM
 @pytest.mark.parametrize(
     ("name", "requests", "usage", "other", "fungibility", "simulation", "want_mode", "want"),
     [
-        ("Select first flavor which fits", {"gpu": "10"}, {("uno", "gpu"): 1}, {("due", "gpu"): 1}, None, {}, FIT,
-         {"gpu": "tre"}),
-        ("Select first flavor where gpu reclamation is possible", {"gpu": "10"}, {("uno", "gpu"): 1},
-         {("due", "gpu"): 1, ("tre", "gpu"): 1}, None, {("uno", "gpu"): (_P, 0), ("due", "gpu"): (_R, 0)}, PREEMPT,
-         {"gpu": "due"}),
-        ("Select first flavor when flavor fungibility is disabled", {"gpu": "10"}, {("uno", "gpu"): 1},
-         {("due", "gpu"): 1, ("tre", "gpu"): 1}, {"whenCanPreempt": "MayStopSearch"}, {}, PREEMPT, {"gpu": "uno"}),
-        ("Select first flavor where priority based preemption is possible", {"gpu": "10"},
-         {("uno", "gpu"): 1, ("due", "gpu"): 1, ("tre", "gpu"): 1}, {}, None, {}, PREEMPT, {"gpu": "uno"}),
-        ("Select second flavor where gpu reclamation is possible, as compute Fits", {"gpu": "10", "compute": "10"},
-         {("uno", "gpu"): 1, ("uno", "compute"): 1, ("due", "compute"): 1}, {("due", "gpu"): 1, ("tre", "gpu"): 1},
-         None, {("uno", "gpu"): (_P, 0), ("due", "gpu"): (_R, 0), ("tre", "gpu"): (_R, 0)}, PREEMPT,
-         {"gpu": "tre", "compute": "tre"}),
+        (
+            "Select first flavor which fits",
+            {"gpu": "10"},
+            {("uno", "gpu"): 1},
+            {("due", "gpu"): 1},
+            None,
+            {},
+            FIT,
+            {"gpu": "tre"},
+        ),
+        (
+            "Select first flavor where gpu reclamation is possible",
+            {"gpu": "10"},
+            {("uno", "gpu"): 1},
+            {("due", "gpu"): 1, ("tre", "gpu"): 1},
+            None,
+            {("uno", "gpu"): (_P, 0), ("due", "gpu"): (_R, 0)},
+            PREEMPT,
+            {"gpu": "due"},
+        ),
+        (
+            "Select first flavor when flavor fungibility is disabled",
+            {"gpu": "10"},
+            {("uno", "gpu"): 1},
+            {("due", "gpu"): 1, ("tre", "gpu"): 1},
+            {"whenCanPreempt": "MayStopSearch"},
+            {},
+            PREEMPT,
+            {"gpu": "uno"},
+        ),
+        (
+            "Select first flavor where priority based preemption is possible",
+            {"gpu": "10"},
+            {("uno", "gpu"): 1, ("due", "gpu"): 1, ("tre", "gpu"): 1},
+            {},
+            None,
+            {},
+            PREEMPT,
+            {"gpu": "uno"},
+        ),
+        (
+            "Select second flavor where gpu reclamation is possible, as compute Fits",
+            {"gpu": "10", "compute": "10"},
+            {("uno", "gpu"): 1, ("uno", "compute"): 1, ("due", "compute"): 1},
+            {("due", "gpu"): 1, ("tre", "gpu"): 1},
+            None,
+            {("uno", "gpu"): (_P, 0), ("due", "gpu"): (_R, 0), ("tre", "gpu"): (_R, 0)},
+            PREEMPT,
+            {"gpu": "tre", "compute": "tre"},
+        ),
     ],
 )
 def test_reclaim_before_priority_preemption(
@@ -1404,8 +1457,11 @@ def test_reclaim_before_priority_preemption(
             [fq("one", ("cpu", "4", "0")), fq("two", ("cpu", "0")), fq("three", ("cpu", "0"))],
             {("one", "cpu"): 4_000},
             {},
-            {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor",
-             "preference": "PreemptionOverBorrowing"},
+            {
+                "whenCanBorrow": "TryNextFlavor",
+                "whenCanPreempt": "TryNextFlavor",
+                "preference": "PreemptionOverBorrowing",
+            },
             {("one", "cpu"): (PreemptionPossibility.NO_CANDIDATES, 1)},
             FIT,
             "two",
@@ -1440,8 +1496,7 @@ def test_hierarchical_flavor_assignment(
     tree.add_usage("other-clusterqueue", other)
     tree.add_usage("test-clusterqueue", usage)
     flavors = {f: make_rf(f) for f in ("one", "two", "three")}
-    a = assign_flavors(tree, "test-clusterqueue", [ps(requests={"cpu": "4"})], flavors,
-                       oracle=fixed_oracle(simulation))
+    a = assign_flavors(tree, "test-clusterqueue", [ps(requests={"cpu": "4"})], flavors, oracle=fixed_oracle(simulation))
     assert a.mode is want_mode, name
     assert a.pod_sets[0].flavors["cpu"].flavor == want, name
 
@@ -1487,8 +1542,9 @@ def test_second_flavor_tried_when_first_is_full() -> None:
     tree = QuotaTree([_gpu_cq()])
     tree.add_usage("team", {("a100", "nvidia.com/gpu"): 4})
     h100_toleration = {"key": "h100", "operator": "Exists"}
-    a = assign_flavors(tree, "team", [ps(requests={"cpu": "2", "nvidia.com/gpu": "2"}, tolerations=[h100_toleration])],
-                       GPU_FLAVORS)
+    a = assign_flavors(
+        tree, "team", [ps(requests={"cpu": "2", "nvidia.com/gpu": "2"}, tolerations=[h100_toleration])], GPU_FLAVORS
+    )
     assert a.mode is FIT
     assert flavors_of(a) == {"main": {"cpu": ("h100", FIT), "nvidia.com/gpu": ("h100", FIT)}}
     assert a.usage == {("h100", "cpu"): 2_000, ("h100", "nvidia.com/gpu"): 2}
@@ -1536,8 +1592,12 @@ def test_uncovered_resource_is_no_fit_unless_ignored() -> None:
 
 
 def test_waiting_for_quota_when_cohort_is_used_by_others() -> None:
-    tree = QuotaTree([make_cq("borrower", rg(fq("f", ("cpu", "0"))), cohort="c"),
-                      make_cq("owner", rg(fq("f", ("cpu", "4"))), cohort="c")])
+    tree = QuotaTree(
+        [
+            make_cq("borrower", rg(fq("f", ("cpu", "0"))), cohort="c"),
+            make_cq("owner", rg(fq("f", ("cpu", "4"))), cohort="c"),
+        ]
+    )
     tree.add_usage("owner", {("f", "cpu"): 4_000})
     a = assign_flavors(tree, "borrower", [ps(requests={"cpu": "2"})], {"f": make_rf("f")})
     assert a.mode is NO_FIT
@@ -1568,8 +1628,13 @@ def test_when_can_borrow_may_stop_search_vs_try_next_flavor() -> None:
     assert flavors_of(nxt) == {"main": {"cpu": ("on-demand", FIT)}}
     assert nxt.borrowing == 0
     # Resuming a scan from the recorded index skips the flavors already tried (LastAssignment in Kueue).
-    resumed = assign_flavors(_borrowing_tree({"whenCanBorrow": "MayStopSearch"}), "team", pod_sets, flavors,
-                             last_tried_flavor_idx=[{"cpu": 0}])
+    resumed = assign_flavors(
+        _borrowing_tree({"whenCanBorrow": "MayStopSearch"}),
+        "team",
+        pod_sets,
+        flavors,
+        last_tried_flavor_idx=[{"cpu": 0}],
+    )
     assert flavors_of(resumed) == {"main": {"cpu": ("on-demand", FIT)}}
 
 
@@ -1591,8 +1656,9 @@ def test_assignment_to_admission() -> None:
 # ---- preemption -------------------------------------------------------------------------------------------------
 
 
-def _wl(key: str, cq: str, priority: int, usage: dict[FlavorResource, int], reserved: float = 0.0,
-        created: float = 0.0) -> AdmittedWorkload:
+def _wl(
+    key: str, cq: str, priority: int, usage: dict[FlavorResource, int], reserved: float = 0.0, created: float = 0.0
+) -> AdmittedWorkload:
     return AdmittedWorkload(key, cq, usage, priority=priority, queue_order_time=created, quota_reserved_time=reserved)
 
 
@@ -1718,43 +1784,77 @@ def _default_preemption_cluster_queues() -> tuple[list[ClusterQueueSpec], list[C
     any_ = {"withinClusterQueue": "Never", "reclaimWithinCohort": "Any"}
     bwc = {"policy": "LowerPriority", "maxPriorityThreshold": 0}
     cqs = [
-        make_cq("standalone", rg(fq("default", ("cpu", "6"))),
-                rg(fq("alpha", ("memory", "3Gi")), fq("beta", ("memory", "3Gi"))),
-                preemption={"withinClusterQueue": "LowerPriority"}),
-        make_cq("c1", rg(fq("default", ("cpu", "6", "6"), ("memory", "3Gi", "3Gi"))), cohort="cohort",
-                preemption=lower),
-        make_cq("c2", rg(fq("default", ("cpu", "6", "6"), ("memory", "3Gi", "3Gi"))), cohort="cohort",
-                preemption=any_),
-        make_cq("d1", rg(fq("default", ("cpu", "6"), ("memory", "3Gi"))), cohort="cohort-no-limits",
-                preemption=lower),
-        make_cq("d2", rg(fq("default", ("cpu", "6"), ("memory", "3Gi"))), cohort="cohort-no-limits",
-                preemption=any_),
-        make_cq("l1", rg(fq("default", ("cpu", "6", "12"), ("memory", "3Gi", "6Gi"))), cohort="legion",
-                preemption=lower),
-        make_cq("preventStarvation", rg(fq("default", ("cpu", "6"))),
-                preemption={"withinClusterQueue": "LowerOrNewerEqualPriority"}),
-        make_cq("a_standard", rg(fq("default", ("cpu", "1", "12"))), cohort="with_shared_cq",
-                preemption={"withinClusterQueue": "Never", "reclaimWithinCohort": "LowerPriority",
-                            "borrowWithinCohort": bwc}),
-        make_cq("b_standard", rg(fq("default", ("cpu", "1", "12"))), cohort="with_shared_cq",
-                preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
-                            "borrowWithinCohort": bwc}),
-        make_cq("a_best_effort", rg(fq("default", ("cpu", "1", "12"))), cohort="with_shared_cq",
-                preemption={"withinClusterQueue": "Never", "reclaimWithinCohort": "LowerPriority",
-                            "borrowWithinCohort": bwc}),
-        make_cq("b_best_effort", rg(fq("default", ("cpu", "0", "13"))), cohort="with_shared_cq",
-                preemption={"withinClusterQueue": "Never", "reclaimWithinCohort": "LowerPriority",
-                            "borrowWithinCohort": bwc}),
+        make_cq(
+            "standalone",
+            rg(fq("default", ("cpu", "6"))),
+            rg(fq("alpha", ("memory", "3Gi")), fq("beta", ("memory", "3Gi"))),
+            preemption={"withinClusterQueue": "LowerPriority"},
+        ),
+        make_cq(
+            "c1", rg(fq("default", ("cpu", "6", "6"), ("memory", "3Gi", "3Gi"))), cohort="cohort", preemption=lower
+        ),
+        make_cq("c2", rg(fq("default", ("cpu", "6", "6"), ("memory", "3Gi", "3Gi"))), cohort="cohort", preemption=any_),
+        make_cq("d1", rg(fq("default", ("cpu", "6"), ("memory", "3Gi"))), cohort="cohort-no-limits", preemption=lower),
+        make_cq("d2", rg(fq("default", ("cpu", "6"), ("memory", "3Gi"))), cohort="cohort-no-limits", preemption=any_),
+        make_cq(
+            "l1", rg(fq("default", ("cpu", "6", "12"), ("memory", "3Gi", "6Gi"))), cohort="legion", preemption=lower
+        ),
+        make_cq(
+            "preventStarvation",
+            rg(fq("default", ("cpu", "6"))),
+            preemption={"withinClusterQueue": "LowerOrNewerEqualPriority"},
+        ),
+        make_cq(
+            "a_standard",
+            rg(fq("default", ("cpu", "1", "12"))),
+            cohort="with_shared_cq",
+            preemption={
+                "withinClusterQueue": "Never",
+                "reclaimWithinCohort": "LowerPriority",
+                "borrowWithinCohort": bwc,
+            },
+        ),
+        make_cq(
+            "b_standard",
+            rg(fq("default", ("cpu", "1", "12"))),
+            cohort="with_shared_cq",
+            preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any", "borrowWithinCohort": bwc},
+        ),
+        make_cq(
+            "a_best_effort",
+            rg(fq("default", ("cpu", "1", "12"))),
+            cohort="with_shared_cq",
+            preemption={
+                "withinClusterQueue": "Never",
+                "reclaimWithinCohort": "LowerPriority",
+                "borrowWithinCohort": bwc,
+            },
+        ),
+        make_cq(
+            "b_best_effort",
+            rg(fq("default", ("cpu", "0", "13"))),
+            cohort="with_shared_cq",
+            preemption={
+                "withinClusterQueue": "Never",
+                "reclaimWithinCohort": "LowerPriority",
+                "borrowWithinCohort": bwc,
+            },
+        ),
         make_cq("shared", rg(fq("default", ("cpu", "10"))), cohort="with_shared_cq"),
         make_cq("lend1", rg(fq("default", ("cpu", "6", "", "4"))), cohort="cohort-lend", preemption=lower),
         make_cq("lend2", rg(fq("default", ("cpu", "6", "", "2"))), cohort="cohort-lend", preemption=lower),
-        make_cq("a", rg(fq("default", ("cpu", "2"), ("memory", "2"))), cohort="cohort-three",
-                preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}),
+        make_cq(
+            "a",
+            rg(fq("default", ("cpu", "2"), ("memory", "2"))),
+            cohort="cohort-three",
+            preemption={"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+        ),
         make_cq("b", rg(fq("default", ("cpu", "2"), ("memory", "2"))), cohort="cohort-three"),
         make_cq("c", rg(fq("default", ("cpu", "2"), ("memory", "2"))), cohort="cohort-three"),
         # "long range preemption"
-        make_cq("cq-left", rg(fq("default", ("cpu", "10"))), cohort="cohort-left",
-                preemption={"reclaimWithinCohort": "Any"}),
+        make_cq(
+            "cq-left", rg(fq("default", ("cpu", "10"))), cohort="cohort-left", preemption={"reclaimWithinCohort": "Any"}
+        ),
         make_cq("cq-right", rg(fq("default", ("cpu", "0"))), cohort="cohort-right"),
     ]
     cohorts = [make_cohort("cohort-left", parent="root"), make_cohort("cohort-right", parent="root")]
@@ -1765,405 +1865,513 @@ def _default_preemption_cluster_queues() -> tuple[list[ClusterQueueSpec], list[C
 # are seconds from the test's ``now`` (None: the workload has no explicit creation timestamp).
 _PREEMPTION_CASES = [
     _PreemptionCase(
-        'preempt lowest priority',
-        'standalone',
+        "preempt lowest priority",
+        "standalone",
         [
-            ('low', 'standalone', -1, {('default', 'cpu'): '2000m'}, 0, None),
-            ('mid', 'standalone', 0, {('default', 'cpu'): '2000m'}, 0, None),
-            ('high', 'standalone', 1, {('default', 'cpu'): '2000m'}, 0, None),
+            ("low", "standalone", -1, {("default", "cpu"): "2000m"}, 0, None),
+            ("mid", "standalone", 0, {("default", "cpu"): "2000m"}, 0, None),
+            ("high", "standalone", 1, {("default", "cpu"): "2000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '2'}, [('default', 'cpu')],
-        {'low': 'InClusterQueue'},
+        1,
+        None,
+        {("default", "cpu"): "2"},
+        [("default", "cpu")],
+        {"low": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'preempt multiple',
-        'standalone',
+        "preempt multiple",
+        "standalone",
         [
-            ('low', 'standalone', -1, {('default', 'cpu'): '2000m'}, 0, None),
-            ('mid', 'standalone', 0, {('default', 'cpu'): '2000m'}, 0, None),
-            ('high', 'standalone', 1, {('default', 'cpu'): '2000m'}, 0, None),
+            ("low", "standalone", -1, {("default", "cpu"): "2000m"}, 0, None),
+            ("mid", "standalone", 0, {("default", "cpu"): "2000m"}, 0, None),
+            ("high", "standalone", 1, {("default", "cpu"): "2000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '3'}, [('default', 'cpu')],
-        {'low': 'InClusterQueue', 'mid': 'InClusterQueue'},
+        1,
+        None,
+        {("default", "cpu"): "3"},
+        [("default", "cpu")],
+        {"low": "InClusterQueue", "mid": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'no preemption for low priority',
-        'standalone',
+        "no preemption for low priority",
+        "standalone",
         [
-            ('low', 'standalone', -1, {('default', 'cpu'): '3000m'}, 0, None),
-            ('mid', 'standalone', 0, {('default', 'cpu'): '3000m'}, 0, None),
+            ("low", "standalone", -1, {("default", "cpu"): "3000m"}, 0, None),
+            ("mid", "standalone", 0, {("default", "cpu"): "3000m"}, 0, None),
         ],
-        -1, None, {('default', 'cpu'): '1'}, [('default', 'cpu')],
+        -1,
+        None,
+        {("default", "cpu"): "1"},
+        [("default", "cpu")],
         {},
     ),
     _PreemptionCase(
-        'not enough low priority workloads',
-        'standalone',
+        "not enough low priority workloads",
+        "standalone",
         [
-            ('low', 'standalone', -1, {('default', 'cpu'): '3000m'}, 0, None),
-            ('mid', 'standalone', 0, {('default', 'cpu'): '3000m'}, 0, None),
+            ("low", "standalone", -1, {("default", "cpu"): "3000m"}, 0, None),
+            ("mid", "standalone", 0, {("default", "cpu"): "3000m"}, 0, None),
         ],
-        0, None, {('default', 'cpu'): '4'}, [('default', 'cpu')],
+        0,
+        None,
+        {("default", "cpu"): "4"},
+        [("default", "cpu")],
         {},
     ),
     _PreemptionCase(
-        'some free quota, preempt low priority',
-        'standalone',
+        "some free quota, preempt low priority",
+        "standalone",
         [
-            ('low', 'standalone', -1, {('default', 'cpu'): '1000m'}, 0, None),
-            ('mid', 'standalone', 0, {('default', 'cpu'): '1000m'}, 0, None),
-            ('high', 'standalone', 1, {('default', 'cpu'): '3000m'}, 0, None),
+            ("low", "standalone", -1, {("default", "cpu"): "1000m"}, 0, None),
+            ("mid", "standalone", 0, {("default", "cpu"): "1000m"}, 0, None),
+            ("high", "standalone", 1, {("default", "cpu"): "3000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '2'}, [('default', 'cpu')],
-        {'low': 'InClusterQueue'},
+        1,
+        None,
+        {("default", "cpu"): "2"},
+        [("default", "cpu")],
+        {"low": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'minimal set excludes low priority',
-        'standalone',
+        "minimal set excludes low priority",
+        "standalone",
         [
-            ('low', 'standalone', -1, {('default', 'cpu'): '1000m'}, 0, None),
-            ('mid', 'standalone', 0, {('default', 'cpu'): '2000m'}, 0, None),
-            ('high', 'standalone', 1, {('default', 'cpu'): '3000m'}, 0, None),
+            ("low", "standalone", -1, {("default", "cpu"): "1000m"}, 0, None),
+            ("mid", "standalone", 0, {("default", "cpu"): "2000m"}, 0, None),
+            ("high", "standalone", 1, {("default", "cpu"): "3000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '2'}, [('default', 'cpu')],
-        {'mid': 'InClusterQueue'},
+        1,
+        None,
+        {("default", "cpu"): "2"},
+        [("default", "cpu")],
+        {"mid": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'only preempt workloads using the chosen flavor',
-        'standalone',
+        "only preempt workloads using the chosen flavor",
+        "standalone",
         [
-            ('low', 'standalone', -1, {('alpha', 'memory'): '2Gi'}, 0, None),
-            ('mid', 'standalone', 0, {('beta', 'memory'): '1Gi'}, 0, None),
-            ('high', 'standalone', 1, {('beta', 'memory'): '1Gi'}, 0, None),
+            ("low", "standalone", -1, {("alpha", "memory"): "2Gi"}, 0, None),
+            ("mid", "standalone", 0, {("beta", "memory"): "1Gi"}, 0, None),
+            ("high", "standalone", 1, {("beta", "memory"): "1Gi"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '1', ('beta', 'memory'): '2Gi'}, [('beta', 'memory')],
-        {'mid': 'InClusterQueue'},
+        1,
+        None,
+        {("default", "cpu"): "1", ("beta", "memory"): "2Gi"},
+        [("beta", "memory")],
+        {"mid": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'reclaim quota from borrower',
-        'c1',
+        "reclaim quota from borrower",
+        "c1",
         [
-            ('c1-low', 'c1', -1, {('default', 'cpu'): '3000m'}, 0, None),
-            ('c2-mid', 'c2', 0, {('default', 'cpu'): '3000m'}, 0, None),
-            ('c2-high', 'c2', 1, {('default', 'cpu'): '6000m'}, 0, None),
+            ("c1-low", "c1", -1, {("default", "cpu"): "3000m"}, 0, None),
+            ("c2-mid", "c2", 0, {("default", "cpu"): "3000m"}, 0, None),
+            ("c2-high", "c2", 1, {("default", "cpu"): "6000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '3'}, [('default', 'cpu')],
-        {'c2-mid': 'InCohortReclamation'},
+        1,
+        None,
+        {("default", "cpu"): "3"},
+        [("default", "cpu")],
+        {"c2-mid": "InCohortReclamation"},
     ),
     _PreemptionCase(
-        'reclaim quota if workload requests 0 resources for a resource at nominal quota',
-        'c1',
+        "reclaim quota if workload requests 0 resources for a resource at nominal quota",
+        "c1",
         [
-            ('c1-low', 'c1', -1, {('default', 'cpu'): '3', ('default', 'memory'): '3Gi'}, 0, None),
-            ('c2-mid', 'c2', 0, {('default', 'cpu'): '3'}, 0, None),
-            ('c2-high', 'c2', 1, {('default', 'cpu'): '6'}, 0, None),
+            ("c1-low", "c1", -1, {("default", "cpu"): "3", ("default", "memory"): "3Gi"}, 0, None),
+            ("c2-mid", "c2", 0, {("default", "cpu"): "3"}, 0, None),
+            ("c2-high", "c2", 1, {("default", "cpu"): "6"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '3'}, [('default', 'cpu')],
-        {'c2-mid': 'InCohortReclamation'},
+        1,
+        None,
+        {("default", "cpu"): "3"},
+        [("default", "cpu")],
+        {"c2-mid": "InCohortReclamation"},
     ),
     _PreemptionCase(
-        'no workloads borrowing',
-        'c1',
+        "no workloads borrowing",
+        "c1",
         [
-            ('c1-high', 'c1', 1, {('default', 'cpu'): '4000m'}, 0, None),
-            ('c2-low-1', 'c2', -1, {('default', 'cpu'): '4000m'}, 0, None),
+            ("c1-high", "c1", 1, {("default", "cpu"): "4000m"}, 0, None),
+            ("c2-low-1", "c2", -1, {("default", "cpu"): "4000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '4'}, [('default', 'cpu')],
+        1,
+        None,
+        {("default", "cpu"): "4"},
+        [("default", "cpu")],
         {},
     ),
     _PreemptionCase(
-        'not enough workloads borrowing',
-        'c1',
+        "not enough workloads borrowing",
+        "c1",
         [
-            ('c1-high', 'c1', 1, {('default', 'cpu'): '4000m'}, 0, None),
-            ('c2-low-1', 'c2', -1, {('default', 'cpu'): '4000m'}, 0, None),
-            ('c2-low-2', 'c2', -1, {('default', 'cpu'): '4000m'}, 0, None),
+            ("c1-high", "c1", 1, {("default", "cpu"): "4000m"}, 0, None),
+            ("c2-low-1", "c2", -1, {("default", "cpu"): "4000m"}, 0, None),
+            ("c2-low-2", "c2", -1, {("default", "cpu"): "4000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '4'}, [('default', 'cpu')],
+        1,
+        None,
+        {("default", "cpu"): "4"},
+        [("default", "cpu")],
         {},
     ),
     _PreemptionCase(
-        'preempting locally and borrowing other resources in cohort, without cohort candidates',
-        'c1',
+        "preempting locally and borrowing other resources in cohort, without cohort candidates",
+        "c1",
         [
-            ('c1-low', 'c1', -1, {('default', 'cpu'): '4000m'}, 0, None),
-            ('c2-low-1', 'c2', -1, {('default', 'cpu'): '4000m'}, 0, None),
-            ('c2-high-2', 'c2', 1, {('default', 'cpu'): '4000m'}, 0, None),
+            ("c1-low", "c1", -1, {("default", "cpu"): "4000m"}, 0, None),
+            ("c2-low-1", "c2", -1, {("default", "cpu"): "4000m"}, 0, None),
+            ("c2-high-2", "c2", 1, {("default", "cpu"): "4000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '4', ('default', 'memory'): '5Gi'}, [('default', 'cpu'), ('default', 'memory')],
-        {'c1-low': 'InClusterQueue'},
+        1,
+        None,
+        {("default", "cpu"): "4", ("default", "memory"): "5Gi"},
+        [("default", "cpu"), ("default", "memory")],
+        {"c1-low": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'preempting locally and borrowing same resource in cohort',
-        'c1',
+        "preempting locally and borrowing same resource in cohort",
+        "c1",
         [
-            ('c1-med', 'c1', 0, {('default', 'cpu'): '4000m'}, 0, None),
-            ('c1-low', 'c1', -1, {('default', 'cpu'): '4000m'}, 0, None),
-            ('c2-low-1', 'c2', -1, {('default', 'cpu'): '4000m'}, 0, None),
+            ("c1-med", "c1", 0, {("default", "cpu"): "4000m"}, 0, None),
+            ("c1-low", "c1", -1, {("default", "cpu"): "4000m"}, 0, None),
+            ("c2-low-1", "c2", -1, {("default", "cpu"): "4000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '4'}, [('default', 'cpu')],
-        {'c1-low': 'InClusterQueue'},
+        1,
+        None,
+        {("default", "cpu"): "4"},
+        [("default", "cpu")],
+        {"c1-low": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'preempting locally and borrowing same resource in cohort; no borrowing limit in the cohort',
-        'd1',
+        "preempting locally and borrowing same resource in cohort; no borrowing limit in the cohort",
+        "d1",
         [
-            ('d1-med', 'd1', 0, {('default', 'cpu'): '4'}, 0, None),
-            ('d1-low', 'd1', -1, {('default', 'cpu'): '4'}, 0, None),
-            ('d2-low-1', 'd2', -1, {('default', 'cpu'): '4'}, 0, None),
+            ("d1-med", "d1", 0, {("default", "cpu"): "4"}, 0, None),
+            ("d1-low", "d1", -1, {("default", "cpu"): "4"}, 0, None),
+            ("d2-low-1", "d2", -1, {("default", "cpu"): "4"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '4'}, [('default', 'cpu')],
-        {'d1-low': 'InClusterQueue'},
+        1,
+        None,
+        {("default", "cpu"): "4"},
+        [("default", "cpu")],
+        {"d1-low": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'preempting locally and borrowing other resources in cohort, with cohort candidates',
-        'c1',
+        "preempting locally and borrowing other resources in cohort, with cohort candidates",
+        "c1",
         [
-            ('c1-med', 'c1', 0, {('default', 'cpu'): '4000m'}, 0, None),
-            ('c2-low-1', 'c2', -1, {('default', 'cpu'): '5000m'}, 0, None),
-            ('c2-low-2', 'c2', -1, {('default', 'cpu'): '1000m'}, 0, None),
-            ('c2-low-3', 'c2', -1, {('default', 'cpu'): '1000m'}, 0, None),
+            ("c1-med", "c1", 0, {("default", "cpu"): "4000m"}, 0, None),
+            ("c2-low-1", "c2", -1, {("default", "cpu"): "5000m"}, 0, None),
+            ("c2-low-2", "c2", -1, {("default", "cpu"): "1000m"}, 0, None),
+            ("c2-low-3", "c2", -1, {("default", "cpu"): "1000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '2', ('default', 'memory'): '5Gi'}, [('default', 'cpu'), ('default', 'memory')],
-        {'c1-med': 'InClusterQueue'},
+        1,
+        None,
+        {("default", "cpu"): "2", ("default", "memory"): "5Gi"},
+        [("default", "cpu"), ("default", "memory")],
+        {"c1-med": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'preempting locally and not borrowing same resource in 1-queue cohort',
-        'l1',
+        "preempting locally and not borrowing same resource in 1-queue cohort",
+        "l1",
         [
-            ('l1-med', 'l1', 0, {('default', 'cpu'): '4000m'}, 0, None),
-            ('l1-low', 'l1', -1, {('default', 'cpu'): '2000m'}, 0, None),
+            ("l1-med", "l1", 0, {("default", "cpu"): "4000m"}, 0, None),
+            ("l1-low", "l1", -1, {("default", "cpu"): "2000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '4'}, [('default', 'cpu')],
-        {'l1-med': 'InClusterQueue'},
+        1,
+        None,
+        {("default", "cpu"): "4"},
+        [("default", "cpu")],
+        {"l1-med": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'do not reclaim borrowed quota from same priority for withinCohort=ReclaimFromLowerPriority',
-        'c1',
+        "do not reclaim borrowed quota from same priority for withinCohort=ReclaimFromLowerPriority",
+        "c1",
         [
-            ('c1', 'c1', 0, {('default', 'cpu'): '2000m'}, 0, None),
-            ('c2-1', 'c2', 0, {('default', 'cpu'): '4000m'}, 0, None),
-            ('c2-2', 'c2', 0, {('default', 'cpu'): '4000m'}, 0, None),
+            ("c1", "c1", 0, {("default", "cpu"): "2000m"}, 0, None),
+            ("c2-1", "c2", 0, {("default", "cpu"): "4000m"}, 0, None),
+            ("c2-2", "c2", 0, {("default", "cpu"): "4000m"}, 0, None),
         ],
-        0, None, {('default', 'cpu'): '4'}, [('default', 'cpu')],
+        0,
+        None,
+        {("default", "cpu"): "4"},
+        [("default", "cpu")],
         {},
     ),
     _PreemptionCase(
-        'reclaim borrowed quota from same priority for withinCohort=ReclaimFromAny',
-        'c2',
+        "reclaim borrowed quota from same priority for withinCohort=ReclaimFromAny",
+        "c2",
         [
-            ('c1-1', 'c1', 0, {('default', 'cpu'): '4000m'}, 0, None),
-            ('c1-2', 'c1', 1, {('default', 'cpu'): '4000m'}, 0, None),
-            ('c2', 'c2', 0, {('default', 'cpu'): '2000m'}, 0, None),
+            ("c1-1", "c1", 0, {("default", "cpu"): "4000m"}, 0, None),
+            ("c1-2", "c1", 1, {("default", "cpu"): "4000m"}, 0, None),
+            ("c2", "c2", 0, {("default", "cpu"): "2000m"}, 0, None),
         ],
-        0, None, {('default', 'cpu'): '4'}, [('default', 'cpu')],
-        {'c1-1': 'InCohortReclamation'},
+        0,
+        None,
+        {("default", "cpu"): "4"},
+        [("default", "cpu")],
+        {"c1-1": "InCohortReclamation"},
     ),
     _PreemptionCase(
-        'preempt from all ClusterQueues in cohort',
-        'c1',
+        "preempt from all ClusterQueues in cohort",
+        "c1",
         [
-            ('c1-low', 'c1', -1, {('default', 'cpu'): '3000m'}, 0, None),
-            ('c1-mid', 'c1', 0, {('default', 'cpu'): '2000m'}, 0, None),
-            ('c2-low', 'c2', -1, {('default', 'cpu'): '3000m'}, 0, None),
-            ('c2-mid', 'c2', 0, {('default', 'cpu'): '4000m'}, 0, None),
+            ("c1-low", "c1", -1, {("default", "cpu"): "3000m"}, 0, None),
+            ("c1-mid", "c1", 0, {("default", "cpu"): "2000m"}, 0, None),
+            ("c2-low", "c2", -1, {("default", "cpu"): "3000m"}, 0, None),
+            ("c2-mid", "c2", 0, {("default", "cpu"): "4000m"}, 0, None),
         ],
-        0, None, {('default', 'cpu'): '4'}, [('default', 'cpu')],
-        {'c1-low': 'InClusterQueue', 'c2-low': 'InCohortReclamation'},
+        0,
+        None,
+        {("default", "cpu"): "4"},
+        [("default", "cpu")],
+        {"c1-low": "InClusterQueue", "c2-low": "InCohortReclamation"},
     ),
     _PreemptionCase(
         "can't preempt workloads in ClusterQueue for withinClusterQueue=Never",
-        'c2',
+        "c2",
         [
-            ('c2-low', 'c2', -1, {('default', 'cpu'): '3000m'}, 0, None),
+            ("c2-low", "c2", -1, {("default", "cpu"): "3000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '4'}, [('default', 'cpu')],
+        1,
+        None,
+        {("default", "cpu"): "4"},
+        [("default", "cpu")],
         {},
     ),
     _PreemptionCase(
-        'each podset preempts a different flavor',
-        'standalone',
+        "each podset preempts a different flavor",
+        "standalone",
         [
-            ('low-alpha', 'standalone', -1, {('alpha', 'memory'): '2Gi'}, 0, None),
-            ('low-beta', 'standalone', -1, {('beta', 'memory'): '2Gi'}, 0, None),
+            ("low-alpha", "standalone", -1, {("alpha", "memory"): "2Gi"}, 0, None),
+            ("low-beta", "standalone", -1, {("beta", "memory"): "2Gi"}, 0, None),
         ],
-        0, None, {('alpha', 'memory'): '2Gi', ('beta', 'memory'): '2Gi'}, [('alpha', 'memory'), ('beta', 'memory')],
-        {'low-alpha': 'InClusterQueue', 'low-beta': 'InClusterQueue'},
+        0,
+        None,
+        {("alpha", "memory"): "2Gi", ("beta", "memory"): "2Gi"},
+        [("alpha", "memory"), ("beta", "memory")],
+        {"low-alpha": "InClusterQueue", "low-beta": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'preempt newer workloads with the same priority',
-        'preventStarvation',
+        "preempt newer workloads with the same priority",
+        "preventStarvation",
         [
-            ('wl1', 'preventStarvation', 2, {('default', 'cpu'): '2'}, 0, None),
-            ('wl2', 'preventStarvation', 1, {('default', 'cpu'): '2'}, 1, 0),
-            ('wl3', 'preventStarvation', 1, {('default', 'cpu'): '2'}, 0, 0),
+            ("wl1", "preventStarvation", 2, {("default", "cpu"): "2"}, 0, None),
+            ("wl2", "preventStarvation", 1, {("default", "cpu"): "2"}, 1, 0),
+            ("wl3", "preventStarvation", 1, {("default", "cpu"): "2"}, 0, 0),
         ],
-        1, -15, {('default', 'cpu'): '2'}, [('default', 'cpu')],
-        {'wl2': 'InClusterQueue'},
+        1,
+        -15,
+        {("default", "cpu"): "2"},
+        [("default", "cpu")],
+        {"wl2": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'use BorrowWithinCohort; allow preempting a lower-priority workload from another ClusterQueue while borrowing',
-        'a_standard',
+        "use BorrowWithinCohort; allow preempting a lower-priority workload from another ClusterQueue while borrowing",
+        "a_standard",
         [
-            ('a_best_effort_low', 'a_best_effort', -1, {('default', 'cpu'): '10'}, 0, None),
-            ('b_best_effort_low', 'b_best_effort', -1, {('default', 'cpu'): '1'}, 0, None),
+            ("a_best_effort_low", "a_best_effort", -1, {("default", "cpu"): "10"}, 0, None),
+            ("b_best_effort_low", "b_best_effort", -1, {("default", "cpu"): "1"}, 0, None),
         ],
-        0, None, {('default', 'cpu'): '10'}, [('default', 'cpu')],
-        {'a_best_effort_low': 'InCohortReclaimWhileBorrowing'},
+        0,
+        None,
+        {("default", "cpu"): "10"},
+        [("default", "cpu")],
+        {"a_best_effort_low": "InCohortReclaimWhileBorrowing"},
     ),
     _PreemptionCase(
         (
             "use BorrowWithinCohort; don't allow preempting a lower-priority workload with priority above "
-            'MaxPriorityThreshold, if borrowing is required even after the preemption'
+            "MaxPriorityThreshold, if borrowing is required even after the preemption"
         ),
-        'a_standard',
+        "a_standard",
         [
-            ('b_standard', 'b_standard', 1, {('default', 'cpu'): '10000m'}, 0, None),
+            ("b_standard", "b_standard", 1, {("default", "cpu"): "10000m"}, 0, None),
         ],
-        2, None, {('default', 'cpu'): '10'}, [('default', 'cpu')],
+        2,
+        None,
+        {("default", "cpu"): "10"},
+        [("default", "cpu")],
         {},
     ),
     _PreemptionCase(
         (
-            'use BorrowWithinCohort; allow preempting a lower-priority workload with priority above '
-            'MaxPriorityThreshold, if borrowing is not required after the preemption'
+            "use BorrowWithinCohort; allow preempting a lower-priority workload with priority above "
+            "MaxPriorityThreshold, if borrowing is not required after the preemption"
         ),
-        'a_standard',
+        "a_standard",
         [
-            ('b_standard', 'b_standard', 1, {('default', 'cpu'): '13000m'}, 0, None),
+            ("b_standard", "b_standard", 1, {("default", "cpu"): "13000m"}, 0, None),
         ],
-        2, None, {('default', 'cpu'): '1'}, [('default', 'cpu')],
-        {'b_standard': 'InCohortReclamation'},
+        2,
+        None,
+        {("default", "cpu"): "1"},
+        [("default", "cpu")],
+        {"b_standard": "InCohortReclamation"},
     ),
     _PreemptionCase(
         "use BorrowWithinCohort; don't allow for preemption of lower-priority workload from the same ClusterQueue",
-        'a_standard',
+        "a_standard",
         [
-            ('a_standard', 'a_standard', 1, {('default', 'cpu'): '13000m'}, 0, None),
+            ("a_standard", "a_standard", 1, {("default", "cpu"): "13000m"}, 0, None),
         ],
-        2, None, {('default', 'cpu'): '1'}, [('default', 'cpu')],
+        2,
+        None,
+        {("default", "cpu"): "1"},
+        [("default", "cpu")],
         {},
     ),
     _PreemptionCase(
-        'use BorrowWithinCohort; only preempt from CQ if no workloads below threshold and already above nominal',
-        'b_standard',
+        "use BorrowWithinCohort; only preempt from CQ if no workloads below threshold and already above nominal",
+        "b_standard",
         [
-            ('a_standard_1', 'a_standard', 1, {('default', 'cpu'): '10'}, 0, None),
-            ('a_standard_2', 'a_standard', 1, {('default', 'cpu'): '1'}, 0, None),
-            ('b_standard_1', 'b_standard', 1, {('default', 'cpu'): '1'}, 0, None),
-            ('b_standard_2', 'b_standard', 2, {('default', 'cpu'): '1'}, 0, None),
+            ("a_standard_1", "a_standard", 1, {("default", "cpu"): "10"}, 0, None),
+            ("a_standard_2", "a_standard", 1, {("default", "cpu"): "1"}, 0, None),
+            ("b_standard_1", "b_standard", 1, {("default", "cpu"): "1"}, 0, None),
+            ("b_standard_2", "b_standard", 2, {("default", "cpu"): "1"}, 0, None),
         ],
-        3, None, {('default', 'cpu'): '1'}, [('default', 'cpu')],
-        {'b_standard_1': 'InClusterQueue'},
+        3,
+        None,
+        {("default", "cpu"): "1"},
+        [("default", "cpu")],
+        {"b_standard_1": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'use BorrowWithinCohort; preempt from CQ and from other CQs with workloads below threshold',
-        'b_standard',
+        "use BorrowWithinCohort; preempt from CQ and from other CQs with workloads below threshold",
+        "b_standard",
         [
-            ('b_standard_high', 'b_standard', 2, {('default', 'cpu'): '10'}, 0, None),
-            ('b_standard_mid', 'b_standard', 1, {('default', 'cpu'): '1'}, 0, None),
-            ('a_best_effort_low', 'a_best_effort', -1, {('default', 'cpu'): '1'}, 0, None),
-            ('a_best_effort_lower', 'a_best_effort', -2, {('default', 'cpu'): '1'}, 0, None),
+            ("b_standard_high", "b_standard", 2, {("default", "cpu"): "10"}, 0, None),
+            ("b_standard_mid", "b_standard", 1, {("default", "cpu"): "1"}, 0, None),
+            ("a_best_effort_low", "a_best_effort", -1, {("default", "cpu"): "1"}, 0, None),
+            ("a_best_effort_lower", "a_best_effort", -2, {("default", "cpu"): "1"}, 0, None),
         ],
-        2, None, {('default', 'cpu'): '2'}, [('default', 'cpu')],
-        {'a_best_effort_lower': 'InCohortReclaimWhileBorrowing', 'b_standard_mid': 'InClusterQueue'},
+        2,
+        None,
+        {("default", "cpu"): "2"},
+        [("default", "cpu")],
+        {"a_best_effort_lower": "InCohortReclaimWhileBorrowing", "b_standard_mid": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'reclaim quota from lender',
-        'lend1',
+        "reclaim quota from lender",
+        "lend1",
         [
-            ('lend1-low', 'lend1', -1, {('default', 'cpu'): '3000m'}, 0, None),
-            ('lend2-mid', 'lend2', 0, {('default', 'cpu'): '3000m'}, 0, None),
-            ('lend2-high', 'lend2', 1, {('default', 'cpu'): '4000m'}, 0, None),
+            ("lend1-low", "lend1", -1, {("default", "cpu"): "3000m"}, 0, None),
+            ("lend2-mid", "lend2", 0, {("default", "cpu"): "3000m"}, 0, None),
+            ("lend2-high", "lend2", 1, {("default", "cpu"): "4000m"}, 0, None),
         ],
-        1, None, {('default', 'cpu'): '3'}, [('default', 'cpu')],
-        {'lend2-mid': 'InCohortReclamation'},
+        1,
+        None,
+        {("default", "cpu"): "3"},
+        [("default", "cpu")],
+        {"lend2-mid": "InCohortReclamation"},
     ),
     _PreemptionCase(
-        'preempt from all ClusterQueues in cohort-lend',
-        'lend1',
+        "preempt from all ClusterQueues in cohort-lend",
+        "lend1",
         [
-            ('lend1-low', 'lend1', -1, {('default', 'cpu'): '3000m'}, 0, None),
-            ('lend1-mid', 'lend1', 0, {('default', 'cpu'): '2000m'}, 0, None),
-            ('lend2-low', 'lend2', -1, {('default', 'cpu'): '3000m'}, 0, None),
-            ('lend2-mid', 'lend2', 0, {('default', 'cpu'): '4000m'}, 0, None),
+            ("lend1-low", "lend1", -1, {("default", "cpu"): "3000m"}, 0, None),
+            ("lend1-mid", "lend1", 0, {("default", "cpu"): "2000m"}, 0, None),
+            ("lend2-low", "lend2", -1, {("default", "cpu"): "3000m"}, 0, None),
+            ("lend2-mid", "lend2", 0, {("default", "cpu"): "4000m"}, 0, None),
         ],
-        0, None, {('default', 'cpu'): '4'}, [('default', 'cpu')],
-        {'lend1-low': 'InClusterQueue', 'lend2-low': 'InCohortReclamation'},
+        0,
+        None,
+        {("default", "cpu"): "4"},
+        [("default", "cpu")],
+        {"lend1-low": "InClusterQueue", "lend2-low": "InCohortReclamation"},
     ),
     _PreemptionCase(
-        'cannot preempt from other ClusterQueues if exceeds requestable quota including lending limit',
-        'lend1',
+        "cannot preempt from other ClusterQueues if exceeds requestable quota including lending limit",
+        "lend1",
         [
-            ('lend2-low', 'lend2', -1, {('default', 'cpu'): '10'}, 0, None),
+            ("lend2-low", "lend2", -1, {("default", "cpu"): "10"}, 0, None),
         ],
-        0, None, {('default', 'cpu'): '9'}, [('default', 'cpu')],
+        0,
+        None,
+        {("default", "cpu"): "9"},
+        [("default", "cpu")],
         {},
     ),
     _PreemptionCase(
-        'preemptions from cq when target queue is exhausted for the single requested resource',
-        'a',
+        "preemptions from cq when target queue is exhausted for the single requested resource",
+        "a",
         [
-            ('a1', 'a', -2, {('default', 'cpu'): '1'}, 0, None),
-            ('a2', 'a', -2, {('default', 'cpu'): '1'}, 0, None),
-            ('a3', 'a', -1, {('default', 'cpu'): '1'}, 0, None),
-            ('b1', 'b', 0, {('default', 'cpu'): '1'}, 0, None),
-            ('b2', 'b', 0, {('default', 'cpu'): '1'}, 0, None),
-            ('b3', 'b', 0, {('default', 'cpu'): '1'}, 0, None),
+            ("a1", "a", -2, {("default", "cpu"): "1"}, 0, None),
+            ("a2", "a", -2, {("default", "cpu"): "1"}, 0, None),
+            ("a3", "a", -1, {("default", "cpu"): "1"}, 0, None),
+            ("b1", "b", 0, {("default", "cpu"): "1"}, 0, None),
+            ("b2", "b", 0, {("default", "cpu"): "1"}, 0, None),
+            ("b3", "b", 0, {("default", "cpu"): "1"}, 0, None),
         ],
-        0, None, {('default', 'cpu'): '2'}, [('default', 'cpu')],
-        {'a1': 'InClusterQueue', 'a2': 'InClusterQueue'},
+        0,
+        None,
+        {("default", "cpu"): "2"},
+        [("default", "cpu")],
+        {"a1": "InClusterQueue", "a2": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'preemptions from cq when target queue is exhausted for two requested resources',
-        'a',
+        "preemptions from cq when target queue is exhausted for two requested resources",
+        "a",
         [
-            ('a1', 'a', -2, {('default', 'cpu'): '1', ('default', 'memory'): '1'}, 0, None),
-            ('a2', 'a', -2, {('default', 'cpu'): '1', ('default', 'memory'): '1'}, 0, None),
-            ('a3', 'a', -1, {('default', 'cpu'): '1', ('default', 'memory'): '1'}, 0, None),
-            ('b1', 'b', 0, {('default', 'cpu'): '1', ('default', 'memory'): '1'}, 0, None),
-            ('b2', 'b', 0, {('default', 'cpu'): '1', ('default', 'memory'): '1'}, 0, None),
-            ('b3', 'b', 0, {('default', 'cpu'): '1', ('default', 'memory'): '1'}, 0, None),
+            ("a1", "a", -2, {("default", "cpu"): "1", ("default", "memory"): "1"}, 0, None),
+            ("a2", "a", -2, {("default", "cpu"): "1", ("default", "memory"): "1"}, 0, None),
+            ("a3", "a", -1, {("default", "cpu"): "1", ("default", "memory"): "1"}, 0, None),
+            ("b1", "b", 0, {("default", "cpu"): "1", ("default", "memory"): "1"}, 0, None),
+            ("b2", "b", 0, {("default", "cpu"): "1", ("default", "memory"): "1"}, 0, None),
+            ("b3", "b", 0, {("default", "cpu"): "1", ("default", "memory"): "1"}, 0, None),
         ],
-        0, None, {('default', 'cpu'): '2', ('default', 'memory'): '2'}, [('default', 'cpu'), ('default', 'memory')],
-        {'a1': 'InClusterQueue', 'a2': 'InClusterQueue'},
+        0,
+        None,
+        {("default", "cpu"): "2", ("default", "memory"): "2"},
+        [("default", "cpu"), ("default", "memory")],
+        {"a1": "InClusterQueue", "a2": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'preemptions from cq when target queue is exhausted for one requested resource, but not the other',
-        'a',
+        "preemptions from cq when target queue is exhausted for one requested resource, but not the other",
+        "a",
         [
-            ('a1', 'a', -2, {('default', 'cpu'): '1'}, 0, None),
-            ('a2', 'a', -2, {('default', 'cpu'): '1'}, 0, None),
-            ('a3', 'a', -1, {('default', 'cpu'): '1'}, 0, None),
-            ('b1', 'b', 0, {('default', 'cpu'): '1'}, 0, None),
-            ('b2', 'b', 0, {('default', 'cpu'): '1'}, 0, None),
-            ('b3', 'b', 0, {('default', 'cpu'): '1'}, 0, None),
+            ("a1", "a", -2, {("default", "cpu"): "1"}, 0, None),
+            ("a2", "a", -2, {("default", "cpu"): "1"}, 0, None),
+            ("a3", "a", -1, {("default", "cpu"): "1"}, 0, None),
+            ("b1", "b", 0, {("default", "cpu"): "1"}, 0, None),
+            ("b2", "b", 0, {("default", "cpu"): "1"}, 0, None),
+            ("b3", "b", 0, {("default", "cpu"): "1"}, 0, None),
         ],
-        0, None, {('default', 'cpu'): '2', ('default', 'memory'): '2'}, [('default', 'cpu'), ('default', 'memory')],
-        {'a1': 'InClusterQueue', 'a2': 'InClusterQueue'},
+        0,
+        None,
+        {("default", "cpu"): "2", ("default", "memory"): "2"},
+        [("default", "cpu"), ("default", "memory")],
+        {"a1": "InClusterQueue", "a2": "InClusterQueue"},
     ),
     _PreemptionCase(
-        'allow preemption from other cluster queues if target cq is not exhausted for the requested resource',
-        'a',
+        "allow preemption from other cluster queues if target cq is not exhausted for the requested resource",
+        "a",
         [
-            ('a1', 'a', -1, {('default', 'cpu'): '1'}, 0, None),
-            ('b1', 'b', 0, {('default', 'cpu'): '1'}, 0, None),
-            ('b2', 'b', 0, {('default', 'cpu'): '1'}, 0, None),
-            ('b3', 'b', 0, {('default', 'cpu'): '1'}, 0, None),
-            ('b4', 'b', 0, {('default', 'cpu'): '1'}, 0, None),
-            ('b5', 'b', -1, {('default', 'cpu'): '1'}, 0, None),
+            ("a1", "a", -1, {("default", "cpu"): "1"}, 0, None),
+            ("b1", "b", 0, {("default", "cpu"): "1"}, 0, None),
+            ("b2", "b", 0, {("default", "cpu"): "1"}, 0, None),
+            ("b3", "b", 0, {("default", "cpu"): "1"}, 0, None),
+            ("b4", "b", 0, {("default", "cpu"): "1"}, 0, None),
+            ("b5", "b", -1, {("default", "cpu"): "1"}, 0, None),
         ],
-        0, None, {('default', 'cpu'): '2'}, [('default', 'cpu')],
-        {'a1': 'InClusterQueue', 'b5': 'InCohortReclamation'},
+        0,
+        None,
+        {("default", "cpu"): "2"},
+        [("default", "cpu")],
+        {"a1": "InClusterQueue", "b5": "InCohortReclamation"},
     ),
     _PreemptionCase(
-        'long range preemption',
-        'cq-left',
+        "long range preemption",
+        "cq-left",
         [
-            ('to-be-preempted', 'cq-right', 0, {('default', 'cpu'): '5'}, 0, None),
+            ("to-be-preempted", "cq-right", 0, {("default", "cpu"): "5"}, 0, None),
         ],
-        0, None, {('default', 'cpu'): '8'}, [('default', 'cpu')],
-        {'to-be-preempted': 'InCohortReclamation'},
+        0,
+        None,
+        {("default", "cpu"): "8"},
+        [("default", "cpu")],
+        {"to-be-preempted": "InCohortReclamation"},
     ),
 ]
 
@@ -2585,10 +2793,13 @@ _HIERARCHICAL_CASES = [
 
 @pytest.mark.parametrize("case", _HIERARCHICAL_CASES, ids=[c.name for c in _HIERARCHICAL_CASES])
 def test_hierarchical_preemption_kueue_table(case: _HierarchicalCase) -> None:
-    cohorts = [make_cohort(name, *([rg(fq("default", *q))] if q else []), parent=parent)
-               for name, parent, q in case.cohorts]
-    cqs = [make_cq(name, rg(fq("default", *q)), cohort=cohort, preemption=pre)
-           for name, cohort, q, pre in case.cluster_queues]
+    cohorts = [
+        make_cohort(name, *([rg(fq("default", *q))] if q else []), parent=parent) for name, parent, q in case.cohorts
+    ]
+    cqs = [
+        make_cq(name, rg(fq("default", *q)), cohort=cohort, preemption=pre)
+        for name, cohort, q, pre in case.cluster_queues
+    ]
     tree = QuotaTree(cqs, cohorts)
     for key, cq, priority, admitted_usage, reserved, created, evicted in case.admitted:
         tree.add_workload(
@@ -2612,6 +2823,7 @@ def test_hierarchical_preemption_kueue_table(case: _HierarchicalCase) -> None:
         now=0.0,
     )
     assert {t.workload.key: t.reason for t in targets} == case.want
+
 
 # ---- objects and ordering ---------------------------------------------------------------------------------------
 
@@ -2653,8 +2865,12 @@ def test_queue_order_timestamp_uses_admission_check_eviction() -> None:
     wl: dict[str, Any] = {"metadata": {"creationTimestamp": "2024-05-01T10:00:00Z"}, "status": {"conditions": []}}
     created = queue_order_timestamp(wl)
     wl["status"]["conditions"].append(
-        {"type": "Evicted", "status": "True", "reason": "PodsReadyTimeout",
-         "lastTransitionTime": "2024-05-01T11:00:00Z"}
+        {
+            "type": "Evicted",
+            "status": "True",
+            "reason": "PodsReadyTimeout",
+            "lastTransitionTime": "2024-05-01T11:00:00Z",
+        }
     )
     assert queue_order_timestamp(wl) == created
     assert queue_order_timestamp(wl, pods_ready_eviction_timestamp=True) == created + 3600

@@ -221,8 +221,14 @@ async def test_admits_within_quota_and_job_runs_to_completion(sim: Sim) -> None:
     assert wl["metadata"]["name"].startswith("job-j1-") and len(wl["metadata"]["name"]) == len("job-j1-") + 5
     assert wl["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == uid
     assert wl["metadata"]["ownerReferences"] == [
-        {"apiVersion": "batch/v1", "kind": "Job", "name": "j1", "uid": uid, "controller": True,
-         "blockOwnerDeletion": True}
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": "j1",
+            "uid": uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
     ]
     assert wl["spec"]["queueName"] == "user-queue"
     assert wl["spec"]["podSets"][0]["name"] == "main" and wl["spec"]["podSets"][0]["count"] == 1
@@ -243,7 +249,9 @@ async def test_admits_within_quota_and_job_runs_to_completion(sim: Sim) -> None:
     await wait_for(lambda: completed(sim, "j1"), "the Job to complete")
     fin = await wait_for(lambda: cond(sim.workload_of("j1"), "Finished"), "Finished")
     assert (fin["status"], fin["reason"], fin["message"]) == (
-        "True", "Succeeded", "Reached expected number of succeeded pods"
+        "True",
+        "Succeeded",
+        "Reached expected number of succeeded pods",
     )
     # The started Job carried Kueue's pod set info.
     labels = sim.job("j1")["spec"]["template"]["metadata"]["labels"]  # type: ignore[index]
@@ -308,9 +316,16 @@ async def test_releases_quota_when_the_job_is_deleted(sim: Sim) -> None:
     rt = sim.client.rt("batch", "Job")
     sim.client.delete(rt, "default", "long", propagation="Background")
     await wait_for(lambda: admitted(sim, "next"), "next admitted after the delete")
-    await wait_for(lambda: not any(
-        ref.get("name") == "long" for wl in sim.store.list(WL, "default") for ref in wl["metadata"]["ownerReferences"]
-    ), "the deleted job's workload to go")
+    await wait_for(
+        lambda: (
+            not any(
+                ref.get("name") == "long"
+                for wl in sim.store.list(WL, "default")
+                for ref in wl["metadata"]["ownerReferences"]
+            )
+        ),
+        "the deleted job's workload to go",
+    )
 
 
 async def test_orphan_delete_of_a_job_finishes_its_workload(sim: Sim) -> None:
@@ -327,7 +342,8 @@ async def test_orphan_delete_of_a_job_finishes_its_workload(sim: Sim) -> None:
     assert orphan is not None
     fin = cond(orphan, "Finished")
     assert fin is not None and (fin["reason"], fin["message"]) == (
-        "OwnerNotFound", "The workload's owner no longer exists"
+        "OwnerNotFound",
+        "The workload's owner no longer exists",
     )
 
 
@@ -343,7 +359,9 @@ async def test_preempts_lower_priority_and_readmits_it_later(sim: Sim) -> None:
     low_wl = sim.workload_of("low")
     assert low_wl is not None and low_wl["spec"]["priority"] == 100
     assert low_wl["spec"]["priorityClassRef"] == {
-        "group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "low"
+        "group": "kueue.x-k8s.io",
+        "kind": "WorkloadPriorityClass",
+        "name": "low",
     }
     sim.client.create(job("high", cpu="2", run_seconds=0.5, priority="high"))
     high_uid = (await wait_for(lambda: sim.workload_of("high"), "high workload"))["metadata"]["uid"]
@@ -397,7 +415,9 @@ async def test_missing_local_queue_is_misconfigured_until_created(sim: Sim) -> N
     sim.client.create(job("orphan", queue="nope"))
     pending = await wait_for(lambda: cond(sim.workload_of("orphan"), "QuotaReserved"), "inadmissible condition")
     assert (pending["status"], pending["reason"], pending["message"]) == (
-        "False", "Misconfigured", "LocalQueue nope doesn't exist"
+        "False",
+        "Misconfigured",
+        "LocalQueue nope doesn't exist",
     )
     sim.apply(local_queue("default", "nope", "cq"))
     await wait_for(lambda: admitted(sim, "orphan"), "admitted once the LocalQueue exists")
@@ -412,7 +432,9 @@ async def test_inactive_and_stopped_cluster_queues(sim: Sim) -> None:
     )
     status = await wait_for(lambda: cond(sim.cq("nofl"), "Active"), "cq Active condition")
     assert (status["status"], status["reason"], status["message"]) == (
-        "False", "FlavorNotFound", "Can't admit new workloads: references missing ResourceFlavor(s): missing."
+        "False",
+        "FlavorNotFound",
+        "Can't admit new workloads: references missing ResourceFlavor(s): missing.",
     )
     held = await wait_for(lambda: cond(sim.cq("held"), "Active"), "held Active condition")
     assert (held["reason"], held["message"]) == ("Stopped", "Can't admit new workloads: is stopped.")
@@ -488,7 +510,9 @@ async def test_queue_status_numbers(sim: Sim) -> None:
     assert st["flavorsUsage"] == st["flavorsReservation"]
     active = cond(obj, "Active")
     assert active is not None and (active["status"], active["reason"], active["message"]) == (
-        "True", "Ready", "Can admit new workloads"
+        "True",
+        "Ready",
+        "Can admit new workloads",
     )
     assert "kueue.x-k8s.io/resource-in-use" in obj["metadata"]["finalizers"]
 
@@ -504,7 +528,8 @@ async def test_queue_status_numbers(sim: Sim) -> None:
     ]
     lq_active = cond(lq, "Active")
     assert lq_active is not None and (lq_active["reason"], lq_active["message"]) == (
-        "Ready", "Can submit new workloads to localQueue"
+        "Ready",
+        "Can submit new workloads to localQueue",
     )
 
 
@@ -512,8 +537,7 @@ async def test_flavor_node_labels_and_tolerations_are_injected_and_restored(sim:
     toleration = {"key": "dedicated", "operator": "Equal", "value": "batch", "effect": "NoSchedule"}
     sim.apply(
         flavor("labelled", {"pool": "batch"}, [toleration]),
-        cluster_queue("cq", {"cpu": "2"}, flavor_name="labelled",
-                      preemption={"withinClusterQueue": "LowerPriority"}),
+        cluster_queue("cq", {"cpu": "2"}, flavor_name="labelled", preemption={"withinClusterQueue": "LowerPriority"}),
         local_queue("default", "user-queue", "cq"),
         priority_class("high", 1000),
     )

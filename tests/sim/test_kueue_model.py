@@ -50,19 +50,36 @@ def test_set_condition_moves_transition_time_only_on_status_change() -> None:
 
 
 def test_quota_reservation_round_trip() -> None:
-    wl: Obj = {"metadata": {"generation": 1}, "status": {"conditions": [
-        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "gone", "lastTransitionTime": "t0"}
-    ]}}
+    wl: Obj = {
+        "metadata": {"generation": 1},
+        "status": {
+            "conditions": [
+                {
+                    "type": "Evicted",
+                    "status": "True",
+                    "reason": "Preempted",
+                    "message": "gone",
+                    "lastTransitionTime": "t0",
+                }
+            ]
+        },
+    }
     set_quota_reservation(wl, {"clusterQueue": "cq", "podSetAssignments": []}, "t1")
     qr, ad, ev = condition(wl, "QuotaReserved"), condition(wl, "Admitted"), condition(wl, "Evicted")
     assert qr is not None and (qr["status"], qr["reason"], qr["message"]) == (
-        "True", "QuotaReserved", "Quota reserved in ClusterQueue cq"
+        "True",
+        "QuotaReserved",
+        "Quota reserved in ClusterQueue cq",
     )
     assert ad is not None and (ad["status"], ad["reason"], ad["message"]) == (
-        "True", "Admitted", "The workload is admitted"
+        "True",
+        "Admitted",
+        "The workload is admitted",
     )
     assert ev is not None and (ev["status"], ev["reason"], ev["message"]) == (
-        "False", "QuotaReserved", "Previously: gone"
+        "False",
+        "QuotaReserved",
+        "Previously: gone",
     )
     assert unset_quota_reservation(wl, "PendingEvaluation", "why", "t2")
     assert "admission" not in wl["status"]
@@ -78,8 +95,14 @@ def test_preemption_message() -> None:
 
 
 def test_config_from_the_configmap_yaml() -> None:
-    config = KueueConfig.from_yaml(yaml.safe_dump({**HAMI_KUEUE_CONFIG, "resources": {
-        **HAMI_KUEUE_CONFIG["resources"], "excludeResourcePrefixes": ["example.com/"]}}))
+    config = KueueConfig.from_yaml(
+        yaml.safe_dump(
+            {
+                **HAMI_KUEUE_CONFIG,
+                "resources": {**HAMI_KUEUE_CONFIG["resources"], "excludeResourcePrefixes": ["example.com/"]},
+            }
+        )
+    )
     assert [t.input for t in config.transformations] == ["nvidia.com/gpucores", "nvidia.com/gpumem"]
     assert config.excluded_prefixes == ("example.com/",)
     assert KueueConfig.from_yaml("not: [valid") == KueueConfig()
@@ -87,15 +110,30 @@ def test_config_from_the_configmap_yaml() -> None:
 
 
 def test_pod_set_request_applies_transformations_and_exclusions() -> None:
-    config = KueueConfig.from_yaml(yaml.safe_dump({**HAMI_KUEUE_CONFIG, "resources": {
-        **HAMI_KUEUE_CONFIG["resources"], "excludeResourcePrefixes": ["example.com/"]}}))
+    config = KueueConfig.from_yaml(
+        yaml.safe_dump(
+            {
+                **HAMI_KUEUE_CONFIG,
+                "resources": {**HAMI_KUEUE_CONFIG["resources"], "excludeResourcePrefixes": ["example.com/"]},
+            }
+        )
+    )
     pod_set = {
         "name": "main",
         "count": 3,
-        "template": {"spec": {"containers": [{"name": "c", "resources": {
-            "limits": {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "1000", "example.com/foo": "1"},
-            "requests": {"cpu": "500m"},
-        }}]}},
+        "template": {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "c",
+                        "resources": {
+                            "limits": {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "1000", "example.com/foo": "1"},
+                            "requests": {"cpu": "500m"},
+                        },
+                    }
+                ]
+            }
+        },
     }
     req = pod_set_request(pod_set, 3, config)
     assert dict(req.requests) == {"cpu": 500, "nvidia.com/gpu": 2, "nvidia.com/total-gpumem": 2000}
@@ -108,8 +146,9 @@ def test_pod_set_info_merge_and_restore() -> None:
     template: Obj = {"metadata": {"labels": {"app": "x"}}, "spec": {"nodeSelector": {"zone": "a"}}}
     original = PodSetInfo.from_pod_set({"name": "main", "count": 1, "template": template})
     flavor: Obj = {"spec": {"nodeLabels": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]}}
-    info = PodSetInfo.from_assignment({"name": "main", "flavors": {"cpu": "f", "memory": "f"}, "count": 1},
-                                      {"count": 1}, {"f": flavor})
+    info = PodSetInfo.from_assignment(
+        {"name": "main", "flavors": {"cpu": "f", "memory": "f"}, "count": 1}, {"count": 1}, {"f": flavor}
+    )
     info.labels["kueue.x-k8s.io/podset"] = "main"
     running: Obj = {"metadata": {"labels": {"app": "x"}}, "spec": {"nodeSelector": {"zone": "a"}}}
     info.merge_into(running)
@@ -131,9 +170,22 @@ def test_batch_job_integration() -> None:
     integration = BatchJobIntegration()
     job: Obj = {
         "metadata": {"name": "j", "labels": {"kueue.x-k8s.io/queue-name": "q"}},
-        "spec": {"parallelism": 4, "completions": 2, "template": {"metadata": {"labels": {
-            "job-name": "j", "controller-uid": "u", "batch.kubernetes.io/job-name": "j",
-            "batch.kubernetes.io/controller-uid": "u", "app": "a"}}, "spec": {}}},
+        "spec": {
+            "parallelism": 4,
+            "completions": 2,
+            "template": {
+                "metadata": {
+                    "labels": {
+                        "job-name": "j",
+                        "controller-uid": "u",
+                        "batch.kubernetes.io/job-name": "j",
+                        "batch.kubernetes.io/controller-uid": "u",
+                        "app": "a",
+                    }
+                },
+                "spec": {},
+            },
+        },
     }
     integration.default(job)
     assert job["spec"]["suspend"] is True

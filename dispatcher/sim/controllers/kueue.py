@@ -727,8 +727,12 @@ class KueueController(Controller):
         """The workload's pod sets in Kueue units (transformations applied, reclaimable pods deducted)."""
         status = wl.get("status") or {}
         reclaimable = {str(r.get("name")): int(r.get("count", 0) or 0) for r in status.get("reclaimablePods") or ()}
-        ident = (wl["metadata"].get("uid"), wl["metadata"].get("generation"), tuple(sorted(reclaimable.items())),
-                 self._config_version)
+        ident = (
+            wl["metadata"].get("uid"),
+            wl["metadata"].get("generation"),
+            tuple(sorted(reclaimable.items())),
+            self._config_version,
+        )
         cached = self._ps_cache.get(key)
         if cached is not None and cached[0] == ident:
             return cached[1]
@@ -771,11 +775,13 @@ class KueueController(Controller):
             )
             e.message = e.assignment.message()
             if e.assignment.mode is FlavorAssignmentMode.PREEMPT:
-                e.targets = preemption_targets(self.tree, e.assignment, priority=e.priority, queue_order_time=e.ts,
-                                               now=now)
+                e.targets = preemption_targets(
+                    self.tree, e.assignment, priority=e.priority, queue_order_time=e.ts, now=now
+                )
             entries.append(e)
-        entries.sort(key=lambda e: (bool(e.assignment and e.assignment.borrows), -e.priority, e.ts,
-                                    self._arrival.get(e.key, 0)))
+        entries.sort(
+            key=lambda e: (bool(e.assignment and e.assignment.borrows), -e.priority, e.ts, self._arrival.get(e.key, 0))
+        )
         preempted: set[str] = set()
         temporary: list[tuple[str, dict[FlavorResource, int]]] = []
         try:
@@ -801,8 +807,10 @@ class KueueController(Controller):
             return
         usage = dict(e.assignment.usage)
         if mode is FlavorAssignmentMode.DEFERRED_FIT:
-            e.message = ("Workload has overlapping preemption targets with another workload, but will fit after "
-                         "these preemptions complete")
+            e.message = (
+                "Workload has overlapping preemption targets with another workload, but will fit after "
+                "these preemptions complete"
+            )
             e.reason = "WaitingForPreemptedWorkloads"
             self.tree.add_usage(e.cq, usage)
             temporary.append((e.cq, usage))
@@ -1039,14 +1047,20 @@ class KueueController(Controller):
         if requeued is not None and requeued.get("status") == "False":
             if requeued.get("reason") == "LocalQueueStopped" and lq is not None and lq_active:
                 new = clone(wl)
-                set_requeued_condition(new, "LocalQueueRestarted", "The LocalQueue was restarted after being stopped",
-                                       True, now_rfc3339())
+                set_requeued_condition(
+                    new, "LocalQueueRestarted", "The LocalQueue was restarted after being stopped", True, now_rfc3339()
+                )
                 self._write_status(new)
                 return
             if requeued.get("reason") == "ClusterQueueStopped" and cq is not None and _stop_policy(cq) == "None":
                 new = clone(wl)
-                set_requeued_condition(new, "ClusterQueueRestarted",
-                                       "The ClusterQueue was restarted after being stopped", True, now_rfc3339())
+                set_requeued_condition(
+                    new,
+                    "ClusterQueueRestarted",
+                    "The ClusterQueue was restarted after being stopped",
+                    True,
+                    now_rfc3339(),
+                )
                 self._write_status(new)
                 return
         if not is_admitted(wl):
@@ -1096,8 +1110,14 @@ class KueueController(Controller):
         generation = int(wl["metadata"].get("generation") or 0)
         return set_condition(
             wl.setdefault("status", {}),
-            {"type": "QuotaReserved", "status": "False", "reason": reason, "message": message,
-             "observedGeneration": generation, "lastTransitionTime": now},
+            {
+                "type": "QuotaReserved",
+                "status": "False",
+                "reason": reason,
+                "message": message,
+                "observedGeneration": generation,
+                "lastTransitionTime": now,
+            },
             now,
         )
 
@@ -1155,9 +1175,13 @@ class KueueController(Controller):
         if finished:
             if wl is not None and not is_finished(wl):
                 self._finish(wl, "Succeeded" if success else "Failed", message)
-                record_event(self.client, job, reason="FinishedWorkload",
-                             message=f"Workload '{ns}/{wl['metadata']['name']}' is declared finished",
-                             component="kueue-job-controller")
+                record_event(
+                    self.client,
+                    job,
+                    reason="FinishedWorkload",
+                    message=f"Workload '{ns}/{wl['metadata']['name']}' is declared finished",
+                    component="kueue-job-controller",
+                )
             return
         if wl is None:
             if integration.is_active(job):
@@ -1182,10 +1206,12 @@ class KueueController(Controller):
                 new = clone(wl)
                 now = now_rfc3339()
                 reason = str(evicted.get("reason") or "")
-                set_requeued_condition(new, reason, str(evicted.get("message") or ""),
-                                       reason in ("Preempted", "NodeFailures"), now)
-                unset_quota_reservation(new, unadmitted_reason("PendingEvaluation", "Pending"),
-                                        str(evicted.get("message") or ""), now)
+                set_requeued_condition(
+                    new, reason, str(evicted.get("message") or ""), reason in ("Preempted", "NodeFailures"), now
+                )
+                unset_quota_reservation(
+                    new, unadmitted_reason("PendingEvaluation", "Pending"), str(evicted.get("message") or ""), now
+                )
                 self.client.update_status(new)
                 self._emit(self._sync_workload(ns, wl["metadata"]["name"]))
             return
@@ -1227,14 +1253,20 @@ class KueueController(Controller):
             integration.run(self.client, job, infos)
         except LookupError as err:
             log.info("kueue: starting %s: %s", job["metadata"]["name"], err)
-            self.requeue_after(("job", integration.resource_key, job["metadata"]["namespace"], job["metadata"]["name"]),
-                               1.0)
+            self.requeue_after(
+                ("job", integration.resource_key, job["metadata"]["namespace"], job["metadata"]["name"]), 1.0
+            )
             return
         except PodSetMergeError as err:
             self._finish(wl, "FailedToStart", str(err))
             return
-        record_event(self.client, job, reason="Started", message=f"Admitted by clusterQueue {cq}",
-                     component="kueue-job-controller")
+        record_event(
+            self.client,
+            job,
+            reason="Started",
+            message=f"Admitted by clusterQueue {cq}",
+            component="kueue-job-controller",
+        )
 
     def _priority_of(self, integration: JobIntegration, job: Obj, pod_sets: list[Obj]) -> tuple[Obj | None, int]:
         """``ExtractPriority``: the WorkloadPriorityClass label, else the pods' PriorityClass, else default."""
@@ -1242,9 +1274,14 @@ class KueueController(Controller):
         if wpc_name:
             wpc = self.api.store.get(WPC, "", wpc_name)
             if wpc is None:
-                record_event(self.client, job, reason="WorkloadPriorityClassNotFound",
-                             message=f'WorkloadPriorityClass "{wpc_name}" not found', type="Warning",
-                             component="kueue-job-controller")
+                record_event(
+                    self.client,
+                    job,
+                    reason="WorkloadPriorityClassNotFound",
+                    message=f'WorkloadPriorityClass "{wpc_name}" not found',
+                    type="Warning",
+                    component="kueue-job-controller",
+                )
                 raise LookupError(wpc_name)
             ref = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": wpc_name}
             return ref, int(wpc.get("value") or 0)
@@ -1376,8 +1413,13 @@ class KueueController(Controller):
             message = f"Can't admit new workloads: {', '.join(messages)}." if messages else "Can't admit new workloads."
         set_condition(
             status,
-            {"type": "Active", "status": value, "reason": reason, "message": message,
-             "observedGeneration": int(meta.get("generation") or 1)},
+            {
+                "type": "Active",
+                "status": value,
+                "reason": reason,
+                "message": message,
+                "observedGeneration": int(meta.get("generation") or 1),
+            },
             now_rfc3339(),
         )
         if status != before:
@@ -1427,8 +1469,13 @@ class KueueController(Controller):
         status["flavorsUsage"] = copy.deepcopy(flavors)
         set_condition(
             status,
-            {"type": "Active", "status": value, "reason": reason, "message": message,
-             "observedGeneration": int(obj["metadata"].get("generation") or 1)},
+            {
+                "type": "Active",
+                "status": value,
+                "reason": reason,
+                "message": message,
+                "observedGeneration": int(obj["metadata"].get("generation") or 1),
+            },
             now_rfc3339(),
         )
         if status != before:
