@@ -53,7 +53,11 @@ def _cmd_sim_up(args: argparse.Namespace) -> int:
         default_run_seconds=args.run_seconds,
         manager_kueue=args.manager_kueue,
     )
-    return asyncio.run(run_sim_up(options, Path(args.dir).resolve(), topology))
+    try:
+        return asyncio.run(run_sim_up(options, Path(args.dir).resolve(), topology))
+    except TopologyError as exc:
+        # An object of the topology that the simulated API server refused (e.g. an invalid ClusterQueue).
+        raise UsageError(f"--topology {args.topology or '(default)'}: {exc}") from None
 
 
 # -- db ----------------------------------------------------------------------------------------------
@@ -95,6 +99,95 @@ def _load_config(path: str) -> DispatcherConfig:
         raise UsageError(f"configuration error: {exc}") from None
 
 
+# -- run / demo / explain ----------------------------------------------------------------------------
+
+
+def _setup_logging(level: str) -> None:
+    from .logs import setup_logging
+
+    setup_logging(level)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .kube.client import KubeError
+    from .service import Dispatcher
+    from .store.engine import DatabaseUrlError, make_engine, redact
+    from .store.migrate import upgrade
+    from .store.repo import Repo
+
+    config = _load_config(args.config)
+    url = _db_url(args, config.database_url)
+    _setup_logging(args.log_level)
+
+    async def run() -> int:
+        import signal
+
+        engine = make_engine(url)
+        try:
+            await upgrade(engine)
+        except OSError as exc:
+            raise UsageError(f"cannot reach the database {redact(url)}: {exc.strerror or exc}") from None
+        dispatcher = Dispatcher(config, Repo(engine))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await dispatcher.start()
+            await stop.wait()
+        except KubeError as exc:
+            raise UsageError(str(exc)) from None
+        finally:
+            await dispatcher.stop()
+            await engine.dispose()
+        return 0
+
+    try:
+        return asyncio.run(run())
+    except DatabaseUrlError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import DemoOptions, run_demo
+
+    _setup_logging(args.log_level)
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    options = DemoOptions(jobs=args.jobs, json=args.json, timeout=args.timeout)
+    return asyncio.run(run_demo(options))
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from .explain import explain
+    from .store.engine import DatabaseUrlError, make_engine, redact
+    from .store.repo import Repo
+
+    namespace, sep, name = args.workload.partition("/")
+    if not sep or not namespace or not name:
+        raise UsageError(f"expected NAMESPACE/NAME, got {args.workload!r}")
+    config_url = _load_config(args.config).database_url if args.config else None
+    url = _db_url(args, config_url)
+
+    async def run() -> str | None:
+        engine = make_engine(url)
+        try:
+            return await explain(Repo(engine), namespace, name)
+        finally:
+            await engine.dispose()
+
+    try:
+        text = asyncio.run(run())
+    except DatabaseUrlError as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"cannot reach the database {redact(url)}: {exc.strerror or exc}") from None
+    if text is None:
+        raise UsageError(f"no workload {namespace}/{name} in the database {redact(url)}")
+    print(text)
+    return 0
+
+
 # -- parser ------------------------------------------------------------------------------------------
 
 
@@ -116,6 +209,29 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--run-seconds", type=float, default=2.0, help="default run time of a simulated pod")
     up.add_argument("--manager-kueue", action="store_true", help="also run the Kueue emulation on the manager")
     up.set_defaults(func=_cmd_sim_up)
+
+    run = sub.add_parser("run", help="run the dispatcher service until SIGTERM")
+    run.add_argument("--config", required=True, help="clusters.yaml")
+    run.add_argument(
+        "--db-url", help=f"SQLAlchemy URL (default: config database.url, $DISPATCHER_DB_URL, {DEFAULT_DB})"
+    )
+    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.set_defaults(func=_cmd_run)
+
+    demo = sub.add_parser("demo", help="simulated clusters + SQLite + the dispatcher, ~30 mixed Jobs, a summary")
+    demo.add_argument("--json", action="store_true", help="print the summary as one JSON document")
+    demo.add_argument("--jobs", type=int, default=30, help="how many Jobs to submit (default 30)")
+    demo.add_argument("--timeout", type=float, default=170.0, help="give up after this many seconds")
+    demo.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    demo.set_defaults(func=_cmd_demo)
+
+    exp = sub.add_parser("explain", help="why a workload went where it went (or waits): every worker's score or reason")
+    exp.add_argument("workload", help="NAMESPACE/NAME of the manager Job")
+    exp.add_argument("--config", help="clusters.yaml (for its database.url)")
+    exp.add_argument(
+        "--db-url", help=f"SQLAlchemy URL (default: config database.url, $DISPATCHER_DB_URL, {DEFAULT_DB})"
+    )
+    exp.set_defaults(func=_cmd_explain)
 
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True)

@@ -34,7 +34,7 @@ class ConfigError(ValueError):
     """An invalid configuration; ``str()`` is the message for the user."""
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -50,6 +50,8 @@ def parse_duration(value: Any, path: str) -> float:
         m = _DURATION.match(value)
         if m:
             number = float(m.group(1))
+            if number < 0:
+                raise ConfigError(f"{path}: must not be negative, got {value!r}")
             unit = m.group(2) or "s"
             return number * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
     raise ConfigError(f"{path}: expected a duration such as 90s, 5m or 1h, got {value!r}")
@@ -145,6 +147,11 @@ def _unknown(raw: Mapping[str, Any], allowed: set[str], path: str) -> None:
 def _kube(raw: Any, path: str, base: Path) -> KubeconfigRef:
     raw = _expect(raw, dict, path, "a mapping with kubeconfig/context, secretRef or inCluster")
     _unknown(raw, {"kubeconfig", "context", "secretRef", "inCluster"}, path)
+    ways = [k for k in ("kubeconfig", "secretRef", "inCluster") if k in raw]
+    if len(ways) > 1:
+        raise ConfigError(f"{path}.{ways[1]}: give only one of kubeconfig, secretRef or inCluster, got {ways}")
+    if "inCluster" in raw:
+        _expect(raw["inCluster"], bool, f"{path}.inCluster", "true or false")
     if raw.get("inCluster"):
         return KubeconfigRef(in_cluster=True)
     if "secretRef" in raw:
@@ -233,6 +240,9 @@ def _policy(raw: Any) -> Policy:
             f"policy.suspectAfter: must not exceed policy.lostTimeout ({lost_timeout:g}s), "
             f"got {raw.get('suspectAfter')!r}"
         )
+    gc_interval = parse_duration(raw.get("gcInterval", 60), "policy.gcInterval")
+    if gc_interval <= 0:
+        raise ConfigError(f"policy.gcInterval: must be > 0, got {raw.get('gcInterval')!r}")
     return Policy(
         mode=mode,
         strategy=strategy,
@@ -242,7 +252,7 @@ def _policy(raw: Any) -> Policy:
         suspect_after=suspect_after,
         allowed_namespaces=tuple(namespaces),
         finished_retention=parse_duration(raw.get("finishedRetention", 600), "policy.finishedRetention"),
-        gc_interval=parse_duration(raw.get("gcInterval", 60), "policy.gcInterval"),
+        gc_interval=gc_interval,
         create_namespaces=create_ns,
         incremental_round=per_round,
         incremental_interval=parse_duration(incremental.get("roundInterval", 300), "policy.incremental.roundInterval"),
@@ -281,6 +291,9 @@ def parse_config(raw: Any, *, base: Path | None = None) -> DispatcherConfig:
         labels = w.get("labels", {}) or {}
         if not isinstance(labels, dict) or not all(isinstance(k, str) for k in labels):
             raise ConfigError(f"{path}.labels: expected a mapping of strings, got {labels!r}")
+        for key, value in labels.items():
+            if not isinstance(value, (str, int, float, bool)):
+                raise ConfigError(f"{path}.labels.{key}: expected a string, got {value!r}")
         max_in_flight = w.get("maxInFlight", 100)
         if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise ConfigError(f"{path}.maxInFlight: must be an integer >= 1, got {max_in_flight!r}")
@@ -289,7 +302,7 @@ def parse_config(raw: Any, *, base: Path | None = None) -> DispatcherConfig:
                 name=name,
                 kube=kube,
                 weight=weight,
-                labels={k: str(v) for k, v in labels.items()},
+                labels={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in labels.items()},
                 max_in_flight=max_in_flight,
             )
         )

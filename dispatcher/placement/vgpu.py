@@ -939,7 +939,9 @@ def hami_resource_problems(pod_spec: Mapping[str, Any], cfg: HamiConfig = DEFAUL
                     f"{cfg.resource_memory} must be a plain integer in MiB, got {_show(raw)} {where}; "
                     "HAMi would ignore the container's GPU request and run it without a GPU"
                 )
-            elif not _PLAIN_INT.fullmatch(text):
+            elif _BINARY_OR_EXPONENT.search(text):
+                # "16k" is how the API server writes 16000 back (its canonical form), so decimal suffixes are
+                # fine; a binary suffix or an exponent was written by hand and probably meant bytes.
                 problems.append(
                     f"{cfg.resource_memory} must be a plain integer in MiB, got {_show(raw)} {where}; "
                     f"HAMi would read it as {mem} MiB"
@@ -971,6 +973,9 @@ def hami_resource_problems(pod_spec: Mapping[str, Any], cfg: HamiConfig = DEFAUL
                     "HAMi would clamp it to 100, which asks for whole GPUs to itself"
                 )
     return problems
+
+
+_BINARY_OR_EXPONENT = re.compile(r"[KMGTPE]i$|[eE][+-]?[0-9]")
 
 
 def hami_problem(pod_spec: Mapping[str, Any], cfg: HamiConfig = DEFAULT_CONFIG) -> str | None:

@@ -112,7 +112,8 @@ class WorkerCapacity:
 
     @property
     def in_flight(self) -> int:
-        return len(self.reservations)
+        """Placements whose copy the worker's Kueue has not admitted yet."""
+        return sum(1 for r in self.reservations.values() if r.usage)
 
     # -- Kueue objects --------------------------------------------------------------------------------
 
@@ -264,10 +265,25 @@ class WorkerCapacity:
             self.gpu.assume(reservation.uid, reservation.gpu)
         self.touch()
 
+    def settle(self, uid: str) -> None:
+        """The worker's Kueue admitted the copy: its Workload now carries the quota usage, so the quota part
+        of the reservation goes. The HAMi part stays until the pods are bound (their annotations then carry
+        it) or the workload ends, so a GPU promised to it is not offered again in between."""
+        reservation = self.reservations.get(uid)
+        if reservation is None or not reservation.usage:
+            return
+        self.tree.remove_usage(reservation.cluster_queue, reservation.usage)
+        if reservation.gpu:
+            self.reservations[uid] = Reservation(reservation.uid, reservation.cluster_queue, {}, reservation.gpu)
+        else:
+            del self.reservations[uid]
+        self.touch()
+
     def release(self, uid: str) -> Reservation | None:
         reservation = self.reservations.pop(uid, None)
         if reservation is not None:
-            self.tree.remove_usage(reservation.cluster_queue, reservation.usage)
+            if reservation.usage:
+                self.tree.remove_usage(reservation.cluster_queue, reservation.usage)
             if self.gpu is not None and reservation.gpu:
                 self.gpu.forget(uid)
             self.touch()

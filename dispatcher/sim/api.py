@@ -428,6 +428,7 @@ class Api:
                     [Cause("metadata.name", "Required value: name or generateName is required", "FieldValueRequired")],
                 )
         strategy = self.strategy(rt)
+        given_rv = str(meta.get("resourceVersion") or "")
         for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink", "managedFields"):
             meta.pop(key, None)
         meta["uid"] = str(uuid.uuid4())
@@ -442,6 +443,9 @@ class Api:
         self._admit(Admission("CREATE", rt, None, obj, None, opts.dry_run))
         causes = self._validate_meta(rt, obj, strategy) + strategy.validate(obj, None)
         self._raise_invalid(rt, obj, causes)
+        if given_rv.isdigit() and int(given_rv) != 0:
+            # The storage layer refuses it (a body copied from a read object), before the name check.
+            raise ApiError(500, "", "resourceVersion should not be set on objects to be created")
         ns_key = meta.get("namespace", "")
         if self.store.get(rt.key, ns_key, meta["name"]) is not None:
             raise errors.already_exists(rt.plural, rt.group, meta["name"])

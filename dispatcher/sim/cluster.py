@@ -19,6 +19,7 @@ from .errors import ApiError
 from .faults import FaultState
 from .http import ApiServer
 from .store import Store
+from .tls import TlsMaterial, make_tls
 from .topology import KUEUE_CONFIG_KEY, KUEUE_CONFIG_NAME, KUEUE_CONFIG_NAMESPACE, NodeGroup
 
 __all__ = ["ClusterOptions", "SimCluster"]
@@ -42,6 +43,9 @@ class ClusterOptions:
     log_size: int = 100_000
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     port: int = 0
+    #: Serve HTTPS with a self-signed certificate made at construction (kubectl sends bearer tokens only
+    #: over TLS); ``False`` serves plain http.
+    tls: bool = True
 
 
 class SimCluster:
@@ -53,6 +57,8 @@ class SimCluster:
         self.store = Store(log_size=self.options.log_size)
         self.api = Api(self.store)
         self.faults = FaultState()
+        #: The cluster's own CA and serving certificate (``None`` when serving plain http).
+        self.tls: TlsMaterial | None = make_tls(name) if self.options.tls else None
         self.server = ApiServer(
             name,
             self.api,
@@ -60,6 +66,7 @@ class SimCluster:
             port=self.options.port,
             faults=self.faults,
             bookmark_interval=self.options.bookmark_interval,
+            tls=self.tls,
         )
         self.client = LocalClient(self.api, "sim-setup")
         self.controllers: dict[str, Controller] = {}
@@ -201,10 +208,13 @@ class SimCluster:
 
     def kubeconfig(self, *, context: str | None = None) -> Obj:
         ctx = context or self.name
+        cluster: Obj = {"server": self.url}
+        if self.tls is not None:
+            cluster["certificate-authority-data"] = self.tls.ca_data
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": self.name, "cluster": {"server": self.url}}],
+            "clusters": [{"name": self.name, "cluster": cluster}],
             "users": [{"name": f"{self.name}-admin", "user": {"token": self.token}}],
             "contexts": [
                 {"name": ctx, "context": {"cluster": self.name, "user": f"{self.name}-admin", "namespace": "default"}}

@@ -73,6 +73,8 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
+        if not self.reason:
+            del body["reason"]  # StatusReasonUnknown is "" and omitted
         if self.details is not None:
             body["details"] = self.details
         return body

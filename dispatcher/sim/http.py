@@ -27,6 +27,7 @@ from .registry import ResourceType
 from .schema import openapi_v3_document, openapi_v3_paths
 from .schema.openapi import ResourceRoute
 from .table import to_table
+from .tls import TlsMaterial
 
 __all__ = ["ApiServer"]
 
@@ -63,6 +64,11 @@ def _json(obj: Any, status: int = 200, warnings: list[str] | None = None) -> web
     return resp
 
 
+def _flag(value: str | None) -> bool:
+    """A boolean query parameter as Go's ``strconv.ParseBool`` reads it (clients send ``true``, ``True`` or ``1``)."""
+    return value in ("1", "t", "T", "true", "TRUE", "True")
+
+
 def _error(err: ApiError) -> web.Response:
     resp = _json(err.status(), err.code)
     for k, v in err.headers.items():
@@ -92,7 +98,9 @@ class ApiServer:
         port: int = 0,
         faults: FaultState | None = None,
         bookmark_interval: float = 5.0,
+        tls: TlsMaterial | None = None,
     ) -> None:
+        """``tls``: serve HTTPS with that certificate (the default for a :class:`SimCluster`); ``None``: plain http."""
         self.name = name
         self.api = api
         self.token = token
@@ -106,13 +114,17 @@ class ApiServer:
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self._openapi_cache: dict[tuple[str, str], bytes] = {}
         self._discovery_cache: dict[str, bytes] = {}
+        self.tls = tls
+        #: Made once, so a restart serves the same certificate on the same port.
+        self._ssl_context = tls.server_context() if tls is not None else None
         self.app = self._make_app()
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     @property
     def running(self) -> bool:
@@ -123,7 +135,9 @@ class ApiServer:
             return
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
         await self._runner.setup()
-        self._site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, backlog=1024)
+        self._site = web.TCPSite(
+            self._runner, self.host, self.port, reuse_address=True, backlog=1024, ssl_context=self._ssl_context
+        )
         await self._site.start()
         if self.port == 0:
             server = self._site._server
@@ -174,7 +188,7 @@ class ApiServer:
 
     @web.middleware
     async def _auth_mw(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in PUBLIC_PATHS or request.path.startswith(("/readyz/", "/livez/", "/healthz/")):
+        if request.path.rstrip("/") in PUBLIC_PATHS or request.path.startswith(("/readyz/", "/livez/", "/healthz/")):
             return await handler(request)
         auth = request.headers.get("Authorization", "")
         given = auth[7:].strip() if auth.startswith("Bearer ") else ""
@@ -370,7 +384,7 @@ class ApiServer:
             field_manager=q.get("fieldManager"),
             dry_run=q.get("dryRun") == "All",
             field_validation=fv,
-            force=q.get("force") in ("true", "1"),
+            force=_flag(q.get("force")),
             user_agent=request.headers.get("User-Agent", ""),
         )
 
@@ -390,7 +404,7 @@ class ApiServer:
         wants_table = "as=Table" in request.headers.get("Accept", "")
         if t.name is None:
             if method == "GET":
-                if q.get("watch") in ("true", "1"):
+                if _flag(q.get("watch")):
                     return await self._watch(request, t, wants_table)
                 listed = api.list(
                     t.rt,
@@ -525,7 +539,7 @@ class ApiServer:
         if "gracePeriodSeconds" in q:
             opts["gracePeriodSeconds"] = int(q["gracePeriodSeconds"])
         if "orphanDependents" in q:
-            opts["orphanDependents"] = q["orphanDependents"] == "true"
+            opts["orphanDependents"] = _flag(q["orphanDependents"])
         return opts
 
     def _bind(self, t: _Target, name: str, body: Any) -> web.Response:
@@ -542,7 +556,7 @@ class ApiServer:
 
     async def _watch(self, request: web.Request, t: _Target, table: bool) -> web.StreamResponse:
         q = request.query
-        bookmarks = q.get("allowWatchBookmarks") in ("true", "1")
+        bookmarks = _flag(q.get("allowWatchBookmarks"))
         timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else random.uniform(1800, 3600)
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json", "Cache-Control": "no-cache"})
         try:
@@ -553,7 +567,7 @@ class ApiServer:
                 resource_version=q.get("resourceVersion"),
                 label_selector=q.get("labelSelector"),
                 field_selector=q.get("fieldSelector"),
-                send_initial_events=q.get("sendInitialEvents") == "true",
+                send_initial_events=_flag(q.get("sendInitialEvents")),
             )
         except ApiError as err:
             if err.code != 410:

@@ -173,7 +173,6 @@ _POD_SPEC_DEFAULTS = {
     "schedulerName": "default-scheduler",
     "terminationGracePeriodSeconds": 30,
     "securityContext": {},
-    "enableServiceLinks": True,
 }
 
 
@@ -183,6 +182,9 @@ def default_pod_spec(spec: Obj, *, restart_default: bool, requests_from_limits: 
         if key == "restartPolicy" and not restart_default:
             continue
         spec.setdefault(key, clone(value))
+    if requests_from_limits:
+        # SetDefaults_Pod, not SetDefaults_PodSpec: a Pod gets it, a pod template (Job, JobSet…) does not.
+        spec.setdefault("enableServiceLinks", True)
     for group in ("initContainers", "containers"):
         for c in spec.get(group) or []:
             if not isinstance(c, dict):

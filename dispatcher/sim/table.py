@@ -132,27 +132,61 @@ def _cond_true(obj: Obj, ctype: str) -> bool:
     )
 
 
+def format_label_selector(selector: Any) -> str:
+    """``metav1.FormatLabelSelector``: requirements sorted by key, ``<none>`` when empty."""
+    if not isinstance(selector, dict):
+        return "<none>"
+    reqs: list[tuple[str, str]] = [(str(k), f"{k}={v}") for k, v in (selector.get("matchLabels") or {}).items()]
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = str(expr.get("key", "")), expr.get("operator"), sorted(expr.get("values") or [])
+        if op == "In":
+            reqs.append((key, f"{key} in ({','.join(values)})"))
+        elif op == "NotIn":
+            reqs.append((key, f"{key} notin ({','.join(values)})"))
+        elif op == "Exists":
+            reqs.append((key, key))
+        elif op == "DoesNotExist":
+            reqs.append((key, f"!{key}"))
+    return ",".join(text for _, text in sorted(reqs)) or "<none>"
+
+
+def _containers(spec: Obj) -> tuple[str, str]:
+    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    return ",".join(str(c.get("name", "")) for c in containers), ",".join(str(c.get("image", "")) for c in containers)
+
+
 def _job_row(obj: Obj) -> list[Any]:
+    """``printJob`` of the real server, wide columns included (kubectl hides priority-1 columns)."""
     spec, status = obj.get("spec") or {}, obj.get("status") or {}
     if _cond_true(obj, "Complete"):
         state = "Complete"
     elif _cond_true(obj, "Failed"):
         state = "Failed"
+    elif obj["metadata"].get("deletionTimestamp"):
+        state = "Terminating"
+    elif _cond_true(obj, "Suspended"):
+        state = "Suspended"
     elif _cond_true(obj, "FailureTarget"):
         state = "FailureTarget"
     elif _cond_true(obj, "SuccessCriteriaMet"):
         state = "SuccessCriteriaMet"
-    elif spec.get("suspend"):
-        state = "Suspended"
     else:
         state = "Running"
-    completions = spec.get("completions")
-    done = f"{status.get('succeeded', 0)}/{completions if completions is not None else 1}"
+    completions, succeeded = spec.get("completions"), status.get("succeeded", 0)
+    parallelism = spec.get("parallelism") or 0
+    if completions is not None:
+        done = f"{succeeded}/{completions}"
+    elif parallelism > 1:
+        done = f"{succeeded}/1 of {parallelism}"
+    else:
+        done = f"{succeeded}/1"
     start, end = _parse_time(status.get("startTime")), _parse_time(status.get("completionTime"))
     duration = ""
     if start:
         duration = human_duration(((end or datetime.now(UTC)) - start).total_seconds())
-    return [obj["metadata"]["name"], state, done, duration, _age(obj)]
+    names, images = _containers(((spec.get("template") or {}).get("spec")) or {})
+    selector = format_label_selector(spec.get("selector"))
+    return [obj["metadata"]["name"], state, done, duration, _age(obj), names, images, selector]
 
 
 def _pod_row(obj: Obj) -> list[Any]:
@@ -212,6 +246,9 @@ _BUILTIN: dict[str, tuple[list[Column], Callable[[Obj], list[Any]]]] = {
             ("Completions", "string", "", 0),
             ("Duration", "string", "", 0),
             ("Age", "string", "", 0),
+            ("Containers", "string", "", 1),
+            ("Images", "string", "", 1),
+            ("Selector", "string", "", 1),
         ],
         _job_row,
     ),

@@ -214,32 +214,54 @@ def _node_groups(raw: Any, path: str) -> list[NodeGroup]:
             gr = g["gpus"]
             if not isinstance(gr, dict):
                 raise TopologyError(f"{p}.gpus: expected a mapping")
-            try:
-                gpus = GpuSpec(
-                    count=int(gr.get("count", 4)),
-                    type=str(gr.get("type", "NVIDIA-A100-SXM4-40GB")),
-                    memory_mib=int(gr.get("memoryMiB", 40960)),
-                    split=int(gr.get("split", 10)),
-                    cores=int(gr.get("cores", 100)),
-                )
-            except (TypeError, ValueError) as exc:
-                raise TopologyError(f"{p}.gpus: {exc}") from None
-        try:
-            groups.append(
-                NodeGroup(
-                    prefix=str(g.get("prefix", "node")),
-                    count=int(g.get("count", 1)),
-                    cpu=str(g.get("cpu", "8")),
-                    memory=str(g.get("memory", "32Gi")),
-                    pods=int(g.get("pods", 110)),
-                    labels={str(k): str(v) for k, v in (g.get("labels") or {}).items()},
-                    taints=list(g.get("taints") or []),
-                    gpus=gpus,
-                )
+            bad = set(gr) - {"count", "type", "memoryMiB", "split", "cores"}
+            if bad:
+                raise TopologyError(f"{p}.gpus.{sorted(bad)[0]}: unknown key")
+            gpus = GpuSpec(
+                count=_int(gr, "count", 4, f"{p}.gpus"),
+                type=str(gr.get("type", "NVIDIA-A100-SXM4-40GB")),
+                memory_mib=_int(gr, "memoryMiB", 40960, f"{p}.gpus"),
+                split=_int(gr, "split", 10, f"{p}.gpus"),
+                cores=_int(gr, "cores", 100, f"{p}.gpus"),
             )
-        except (TypeError, ValueError) as exc:
-            raise TopologyError(f"{p}: {exc}") from None
+        labels = g.get("labels") or {}
+        if not isinstance(labels, dict):
+            raise TopologyError(f"{p}.labels: expected a mapping of label names to values")
+        taints = g.get("taints") or []
+        if not isinstance(taints, list) or not all(isinstance(t, dict) for t in taints):
+            raise TopologyError(f"{p}.taints: expected a list of taints")
+        groups.append(
+            NodeGroup(
+                prefix=str(g.get("prefix", "node")),
+                count=_int(g, "count", 1, p),
+                cpu=_quantity(g, "cpu", "8", p),
+                memory=_quantity(g, "memory", "32Gi", p),
+                pods=_int(g, "pods", 110, p),
+                labels={str(k): str(v) for k, v in labels.items()},
+                taints=list(taints),
+                gpus=gpus,
+            )
+        )
     return groups
+
+
+def _int(raw: Obj, key: str, default: int, path: str) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TopologyError(f"{path}.{key}: expected a non-negative integer, got {value!r}")
+    return value
+
+
+def _quantity(raw: Obj, key: str, default: str, path: str) -> str:
+    from ..quantity import QuantityError, parse_quantity
+
+    value = raw.get(key, default)
+    try:
+        if parse_quantity(value) < 0:
+            raise QuantityError("must be non-negative")
+    except QuantityError as exc:
+        raise TopologyError(f"{path}.{key}: {value!r} is not a valid quantity ({exc})") from None
+    return str(value)
 
 
 def load_topology(path: Path) -> Topology:

@@ -11,8 +11,10 @@ Admin endpoint (no auth, 127.0.0.1 only):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,9 @@ import yaml
 from aiohttp import web
 
 from .cluster import ClusterOptions, SimCluster
+from .errors import ApiError
 from .faults import FAULT_MODES
-from .topology import Topology, WorkerClass, default_topology
+from .topology import Topology, TopologyError, WorkerClass, default_topology
 
 __all__ = ["SimWorld", "WorldOptions"]
 
@@ -37,6 +40,27 @@ class WorldOptions:
     manager_kueue: bool = False
     bookmark_interval: float = 5.0
     admin_port: int = 0
+
+
+@contextlib.contextmanager
+def _refused_as_topology_error(cluster: SimCluster, path: str, obj: Obj | None = None) -> Iterator[None]:
+    """An object of the topology that the simulated API refuses (or that is not a manifest at all) becomes a
+    :class:`TopologyError` naming its key path, its kind and name, and the server's message."""
+    try:
+        yield
+    except (ApiError, KeyError, TypeError, ValueError) as exc:
+        what = ""
+        if obj is not None:
+            what = f" ({obj.get('kind', '?')} {(obj.get('metadata') or {}).get('name', '?')!r})"
+        if isinstance(exc, ApiError):
+            message = exc.message
+        elif isinstance(exc, KeyError) and exc.args == ("name",):
+            message = "metadata.name: Required value"
+        elif isinstance(exc, KeyError) and obj is not None:
+            message = f"no resource of kind {obj.get('kind')!r} in apiVersion {obj.get('apiVersion')!r}"
+        else:
+            message = f"not a valid manifest: {type(exc).__name__}: {exc}"
+        raise TopologyError(f"{path}{what}: refused by {cluster.name}: {message}") from None
 
 
 class SimWorld:
@@ -90,20 +114,27 @@ class SimWorld:
         raise KeyError(name)
 
     def _populate(self) -> None:
+        """Create the topology's namespaces, nodes and objects. An object the API refuses raises
+        :class:`TopologyError` naming its place in the topology file and the server's message."""
         topo = self.topology
         for c in self.clusters:
-            for ns in topo.namespaces:
-                c.ensure_namespace(ns)
-        for obj in topo.manager_objects:
-            self.manager.apply(obj)
+            for i, ns in enumerate(topo.namespaces):
+                with _refused_as_topology_error(c, f"namespaces[{i}]"):
+                    c.ensure_namespace(ns)
+        for i, obj in enumerate(topo.manager_objects):
+            with _refused_as_topology_error(self.manager, f"managerObjects[{i}]", obj):
+                self.manager.apply(obj)
         for w in self.workers:
+            key = "gpuWorker" if w.options.hami else "cpuWorker"
             cls: WorkerClass = topo.gpu_worker if w.options.hami else topo.cpu_worker
             if cls.kueue_config:
-                w.set_kueue_config(cls.kueue_config)
+                with _refused_as_topology_error(w, f"{key}.kueueConfig"):
+                    w.set_kueue_config(cls.kueue_config)
             for group in cls.nodes:
                 w.add_nodes(group)
-            for obj in cls.objects:
-                w.apply(obj)
+            for i, obj in enumerate(cls.objects):
+                with _refused_as_topology_error(w, f"{key}.objects[{i}]", obj):
+                    w.apply(obj)
 
     async def start(self) -> None:
         for c in self.clusters:

@@ -14,8 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, func, insert, select, text, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlalchemy.orm import selectinload
 from sqlalchemy.sql.dml import Update
 
@@ -239,7 +238,13 @@ class Repo:
                         Workload.state == WorkloadState.PENDING,
                         Workload.deleted.is_(False),
                     )
-                    .values(state=WorkloadState.PLACING, cluster=intent.cluster, reason=None, updated_at=now)
+                    .values(
+                        state=WorkloadState.PLACING,
+                        cluster=intent.cluster,
+                        reason=None,
+                        last_decision=intent.decision,
+                        updated_at=now,
+                    )
                 )
                 if result.rowcount != 1:  # type: ignore[attr-defined]
                     continue
@@ -330,10 +335,3 @@ class Repo:
         async with self.sessions.begin() as s:
             s.add_all(events)
 
-    async def insert_ignore_duplicate(self, session: AsyncSession, obj: Any) -> bool:
-        try:
-            async with session.begin_nested():
-                session.add(obj)
-            return True
-        except IntegrityError:
-            return False

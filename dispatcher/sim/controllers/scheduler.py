@@ -32,8 +32,10 @@ class Extender(Protocol):
 
     def choose(
         self, pod: Obj, nodes: list[Obj], pods_on_node: dict[str, list[Obj]]
-    ) -> tuple[str, dict[str, str]] | str:
-        """(node name, annotations to add on bind), or a reason why no node fits."""
+    ) -> tuple[str, dict[str, str]] | dict[str, str] | str:
+        """(node name, annotations to add on bind); or, when no node fits, the extender's ``FailedNodes``
+        (node name -> reason, merged into the ``0/N nodes are available`` message as kube-scheduler does) or a
+        whole reason string."""
         ...
 
 
@@ -215,7 +217,12 @@ class Scheduler(Controller):
                 continue
             feasible.append(node)
         if feasible and self.extender is not None and self.extender.interested(pod):
-            return self.extender.choose(pod, feasible, by_node)
+            chosen = self.extender.choose(pod, feasible, by_node)
+            if not isinstance(chosen, dict):
+                return chosen
+            # The extender's FailedNodes become those nodes' Unschedulable reasons.
+            reasons.update(chosen.values())
+            feasible = []
         if not feasible:
             detail = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
             return f"0/{len(nodes)} nodes are available: {detail}."

@@ -1,0 +1,288 @@
+"""The capacity view of one worker: informers whose events keep a :class:`WorkerCapacity` current.
+
+Per worker, list-then-watch informers follow Kueue's ClusterQueues, Cohorts, ResourceFlavors,
+LocalQueues and Workloads, the Nodes, Kueue's own configuration (for its resource transformations),
+and — once a node shows HAMi's device registration — the Pods, whose HAMi allocation annotations give
+per-GPU usage. Every event changes the in-memory view incrementally; no decision rescans anything.
+
+The same informers serve the status sync: Workloads owned by our remote copies and our remote copies
+themselves (selected by the origin label) are handed to the service's callbacks.
+
+Kueue's API version is discovered (``v1beta2`` where served, else ``v1beta1``); kinds a worker's
+Kueue does not serve (e.g. Cohorts on an old release) are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from . import labels as L
+from .kube.client import ClusterClient, KubeError, Resource
+from .kube.informer import Informer
+from .placement.gpu import WorkerGpus
+from .placement.vgpu import REGISTER_ANNOTATION
+from .placement.worker import WorkerCapacity
+
+__all__ = ["KUEUE_CONFIG", "WorkerView", "kueue_resource"]
+
+log = logging.getLogger("dispatcher.capacity")
+Obj = dict[str, Any]
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+#: Where a Kueue installation keeps its Configuration: (namespace, ConfigMap, key).
+KUEUE_CONFIG = ("kueue-system", "kueue-manager-config", "controller_manager_config.yaml")
+
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+PODS = Resource("", "v1", "pods", "Pod")
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
+
+_KUEUE_KINDS = {
+    "clusterqueues": ("ClusterQueue", False),
+    "cohorts": ("Cohort", False),
+    "resourceflavors": ("ResourceFlavor", False),
+    "localqueues": ("LocalQueue", True),
+    "workloads": ("Workload", True),
+}
+
+
+def kueue_resource(plural: str, version: str) -> Resource:
+    kind, namespaced = _KUEUE_KINDS[plural]
+    return Resource(KUEUE_GROUP, version, plural, kind, namespaced=namespaced)
+
+
+def _name(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def _owner_uid(obj: Obj) -> str | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+RemoteJobHandler = Callable[[str, str, Obj], None]
+RemoteWorkloadHandler = Callable[[str, str, Obj], None]
+
+
+class WorkerView:
+    """Informers on one worker cluster feeding its :class:`WorkerCapacity` and the status sync."""
+
+    def __init__(
+        self,
+        capacity: WorkerCapacity,
+        client: ClusterClient,
+        *,
+        origin: str,
+        job_resources: list[Resource],
+        on_capacity: Callable[[str], None],
+        on_remote_job: RemoteJobHandler,
+        on_remote_workload: RemoteWorkloadHandler,
+    ) -> None:
+        self.capacity = capacity
+        self.client = client
+        self.origin = origin
+        self.job_resources = job_resources
+        self.on_capacity = on_capacity
+        self.on_remote_job = on_remote_job
+        self.on_remote_workload = on_remote_workload
+        self.kueue_version: str | None = None
+        self.informers: dict[str, Informer] = {}
+        #: Remote Workloads by the uid of their owner (the remote Job), for the status sync.
+        self.workloads_by_owner: dict[str, Obj] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._pods_started = False
+        self._config_seen = False
+
+    @property
+    def name(self) -> str:
+        return self.capacity.name
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"capacity-{self.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for inf in self.informers.values():
+            await inf.stop()
+        self.informers.clear()
+
+    def last_contact(self) -> float:
+        """Monotonic time of the newest answer from this worker (any informer, any call)."""
+        contacts = [inf.last_contact for inf in self.informers.values()]
+        return max([self.client.last_success, *contacts])
+
+    def remote_jobs(self, plural: str) -> dict[tuple[str, str], Obj]:
+        inf = self.informers.get(f"remote-{plural}")
+        return inf.cache if inf is not None else {}
+
+    def jobs_synced(self) -> bool:
+        return all(inf.synced.is_set() for key, inf in self.informers.items() if key.startswith("remote-"))
+
+    async def _run(self) -> None:
+        attempt = 0
+        while True:
+            try:
+                served = await self._discover()
+                break
+            except KubeError as exc:
+                attempt += 1
+                delay = min(30.0, 0.5 * 2 ** min(attempt, 6))
+                log.info("worker %s: Kueue API discovery failed (%s); retrying in %.0fs", self.name, exc, delay)
+                await asyncio.sleep(delay)
+        self._start_informers(served)
+        await asyncio.gather(*(inf.synced.wait() for inf in self.informers.values()))
+        if not self._config_seen:
+            self.capacity.set_kueue_config(None)
+        self.capacity.synced = True
+        self.capacity.touch()
+        self.on_capacity(self.name)
+
+    async def _discover(self) -> set[str]:
+        group = await self.client.request("GET", f"/apis/{KUEUE_GROUP}", timeout=10.0)
+        preferred = (group.get("preferredVersion") or {}).get("version")
+        versions = [v.get("version") for v in group.get("versions") or []]
+        version = "v1beta2" if "v1beta2" in versions else (preferred or "v1beta1")
+        listing = await self.client.request("GET", f"/apis/{KUEUE_GROUP}/{version}", timeout=10.0)
+        self.kueue_version = version
+        return {str(r.get("name")) for r in listing.get("resources") or [] if "/" not in str(r.get("name"))}
+
+    def _add(self, key: str, inf: Informer) -> None:
+        self.informers[key] = inf
+        inf.start()
+
+    def _start_informers(self, served: set[str]) -> None:
+        version = self.kueue_version or "v1beta2"
+        handlers = {
+            "clusterqueues": self._on_cluster_queue,
+            "cohorts": self._on_cohort,
+            "resourceflavors": self._on_flavor,
+            "localqueues": self._on_local_queue,
+            "workloads": self._on_workload,
+        }
+        for plural, handler in handlers.items():
+            if plural in served:
+                self._add(plural, Informer(self.client, kueue_resource(plural, version), handler))
+            elif plural != "cohorts":
+                log.warning("worker %s: Kueue %s does not serve %s", self.name, version, plural)
+        self._add("nodes", Informer(self.client, NODES, self._on_node))
+        ns, name, _ = KUEUE_CONFIG
+        self._add(
+            "kueue-config",
+            Informer(self.client, CONFIGMAPS, self._on_config, namespace=ns, field_selector=f"metadata.name={name}"),
+        )
+        for res in self.job_resources:
+            self._add(
+                f"remote-{res.plural}",
+                Informer(
+                    self.client,
+                    res,
+                    self._remote_job_handler(res.plural),
+                    label_selector=f"{L.ORIGIN}={self.origin}",
+                ),
+            )
+
+    # -- handlers (quick, in memory) -------------------------------------------------------------------
+
+    def _changed(self) -> None:
+        if self.capacity.synced:
+            self.on_capacity(self.name)
+
+    def _on_cluster_queue(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        if kind == "DELETED":
+            self.capacity.delete_cluster_queue(_name(obj))
+        else:
+            self.capacity.set_cluster_queue(obj)
+        self._changed()
+
+    def _on_cohort(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        if kind == "DELETED":
+            self.capacity.delete_cohort(_name(obj))
+        else:
+            self.capacity.set_cohort(obj)
+        self._changed()
+
+    def _on_flavor(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        if kind == "DELETED":
+            self.capacity.delete_flavor(_name(obj))
+        else:
+            self.capacity.set_flavor(obj)
+        self._changed()
+
+    def _on_local_queue(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        meta = obj.get("metadata") or {}
+        if kind == "DELETED":
+            self.capacity.delete_local_queue(str(meta.get("namespace", "")), _name(obj))
+        else:
+            self.capacity.set_local_queue(obj)
+        self._changed()
+
+    def _on_workload(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        owner = self.capacity.workload_event(kind, obj) or _owner_uid(obj)
+        if owner:
+            if kind == "DELETED":
+                self.workloads_by_owner.pop(owner, None)
+            else:
+                self.workloads_by_owner[owner] = obj
+            self.on_remote_workload(self.name, kind, obj)
+        self._changed()
+
+    def _on_node(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        self.capacity.node_event(kind, obj)
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        if self.capacity.gpu is None and kind != "DELETED" and REGISTER_ANNOTATION in annotations:
+            self.capacity.gpu = WorkerGpus()
+        if self.capacity.gpu is not None and self.capacity.gpu.node_event(kind, obj):
+            self.capacity.touch()
+        if self.capacity.gpu is not None and not self._pods_started:
+            self._pods_started = True
+            # HAMi usage lives on bound pods; terminal pods hold nothing.
+            self._add(
+                "pods",
+                Informer(
+                    self.client,
+                    PODS,
+                    self._on_pod,
+                    field_selector="status.phase!=Succeeded,status.phase!=Failed",
+                ),
+            )
+        self._changed()
+
+    def _on_pod(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        gpu = self.capacity.gpu
+        if gpu is not None and gpu.pod_event(kind, obj):
+            self.capacity.touch()
+            self._changed()
+
+    def _on_config(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        self._config_seen = True
+        if kind == "DELETED":
+            self.capacity.set_kueue_config(None)
+        else:
+            raw = (obj.get("data") or {}).get(KUEUE_CONFIG[2])
+            try:
+                config = yaml.safe_load(raw) if raw else None
+            except yaml.YAMLError as exc:
+                log.warning("worker %s: Kueue configuration is not YAML (%s); ignoring it", self.name, exc)
+                config = None
+            self.capacity.set_kueue_config(config if isinstance(config, dict) else None)
+        self._changed()
+
+    def _remote_job_handler(self, plural: str) -> Callable[[str, Obj, Obj | None], None]:
+        def handle(kind: str, obj: Obj, _old: Obj | None) -> None:
+            self.on_remote_job(self.name, kind, obj)
+
+        return handle

@@ -1,0 +1,76 @@
+"""``dispatcher explain``: why a workload went where it went, or why it waits.
+
+Reads SQL only (works while the service runs, or after): the latest decision stored for the
+workload, one row per worker with its score and the terms behind it, or the reason it could not
+take the workload; then the placement attempts in order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .store.repo import Repo
+
+__all__ = ["explain", "render_decision"]
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
+
+
+def render_decision(decision: dict[str, Any]) -> list[str]:
+    rows = [["WORKER", "FEASIBLE", "SCORE", "DETAILS"]]
+    chosen = decision.get("chosen")
+    for w in decision.get("workers") or []:
+        name = str(w.get("cluster", ""))
+        mark = " *" if name == chosen else ""
+        if w.get("feasible"):
+            terms = ", ".join(f"{k}={v:.2f}" for k, v in sorted((w.get("terms") or {}).items()))
+            details = f"{terms}; ClusterQueue {w.get('clusterQueue')}"
+            if w.get("preempts"):
+                details += f"; would preempt {w['preempts']}"
+            rows.append([name + mark, "yes", f"{float(w.get('score') or 0):.3f}", details])
+        else:
+            rows.append([name, "no", "-", str(w.get("reason", ""))])
+    return _table(rows)
+
+
+async def explain(repo: Repo, namespace: str, name: str) -> str | None:
+    wl = await repo.get_workload(namespace, name)
+    if wl is None:
+        return None
+    lines = [
+        f"Workload {wl.namespace}/{wl.name} ({wl.kind}, queue {wl.queue}, priority {wl.priority})",
+        f"State: {wl.state}" + (f" on {wl.cluster}" if wl.cluster else "") + (f", generation {wl.generation}"),
+    ]
+    if wl.problem:
+        lines.append(f"Problem: {wl.problem} (not placed until the object is fixed)")
+    if wl.reason:
+        lines.append(f"Reason: {wl.reason}")
+    decision = wl.last_decision
+    if decision:
+        lines.append(
+            f"Decision ({decision.get('strategy', 'scored')}, {decision.get('mode', '')}): "
+            f"{decision.get('summary', '')}"
+        )
+        lines.extend(render_decision(decision))
+    elif not wl.problem:
+        lines.append("No decision yet (the placement loop has not reached it).")
+    if wl.placements:
+        lines.append("")
+        lines.append("Placements:")
+        rows = [["#", "GENERATION", "CLUSTER", "SCORE", "STATE", "OUTCOME"]]
+        for p in sorted(wl.placements, key=lambda p: p.id):
+            rows.append(
+                [
+                    str(p.id),
+                    str(p.generation),
+                    p.cluster,
+                    f"{p.score:.3f}" if p.score is not None else "-",
+                    p.state,
+                    (p.outcome or "")[:80],
+                ]
+            )
+        lines.extend(_table(rows))
+    return "\n".join(lines)

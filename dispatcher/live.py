@@ -1,0 +1,138 @@
+"""The service's in-memory index of open workloads, mirroring their SQL rows.
+
+SQL is the truth; a :class:`Live` record is loaded from a row at start and changed only after the
+matching SQL write committed, so a crash loses nothing that was not also lost in SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .placement.engine import PendingWorkload, PodSetSpec
+from .store.models import Workload, WorkloadState
+
+__all__ = ["Live", "LiveSet"]
+
+
+@dataclass
+class Live:
+    id: int
+    uid: str
+    namespace: str
+    name: str
+    kind: str
+    queue: str
+    priority: int
+    generation: int
+    state: str
+    status_mode: str
+    no_failover: bool
+    pod_sets: list[dict[str, Any]]
+    cluster_selector: dict[str, str] | None
+    excluded: list[str]
+    created: float
+    cluster: str | None = None
+    placement_id: int | None = None
+    remote_uid: str | None = None
+    problem: str | None = None
+    #: Monotonic time the copy was created (admission timeout counts from here).
+    placed_at: float = 0.0
+    #: Monotonic time the workload finished (retention counts from here).
+    finished_at: float = 0.0
+    cleaned: bool = False
+    deleted: bool = False
+    #: A step in flight (mirror, delete): other steps wait for it.
+    busy: bool = False
+    #: What was last written to the manager object (to skip identical writes).
+    reported: dict[str, Any] = field(default_factory=dict)
+    decision_summary: str = ""
+    _pending: PendingWorkload | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in WorkloadState.TERMINAL
+
+    @classmethod
+    def from_row(cls, row: Workload, now_mono: float, now_wall: float) -> Live:
+        created = row.created_at or row.submitted_at
+        return cls(
+            id=row.id,
+            uid=row.uid,
+            namespace=row.namespace,
+            name=row.name,
+            kind=row.kind,
+            queue=row.queue,
+            priority=row.priority,
+            generation=row.generation,
+            state=row.state,
+            status_mode=row.status_mode,
+            no_failover=row.no_failover,
+            pod_sets=list(row.pod_sets or []),
+            cluster_selector=dict(row.cluster_selector) if row.cluster_selector else None,
+            excluded=list(row.excluded or []),
+            created=created.timestamp() if created else now_wall,
+            cluster=row.cluster,
+            placement_id=row.placement_id,
+            problem=row.problem,
+            placed_at=now_mono,
+            finished_at=now_mono if row.state in WorkloadState.TERMINAL else 0.0,
+            cleaned=row.cleaned_at is not None,
+            deleted=row.deleted,
+        )
+
+    def pending(self) -> PendingWorkload:
+        """The engine's view (rebuilt when generation or exclusions change)."""
+        p = self._pending
+        if p is None or p.generation != self.generation or p.excluded != frozenset(self.excluded):
+            p = PendingWorkload(
+                id=self.id,
+                uid=self.uid,
+                namespace=self.namespace,
+                name=self.name,
+                queue=self.queue,
+                priority=self.priority,
+                created=self.created,
+                generation=self.generation,
+                pod_sets=tuple(PodSetSpec.from_json(ps) for ps in self.pod_sets),
+                selector=self.cluster_selector,
+                excluded=frozenset(self.excluded),
+            )
+            self._pending = p
+        return p
+
+
+class LiveSet:
+    """Open workloads by id, manager uid and (cluster, remote uid)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, Live] = {}
+        self.by_uid: dict[str, Live] = {}
+        self.by_remote: dict[tuple[str, str], Live] = {}
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+    def add(self, live: Live) -> None:
+        self.by_id[live.id] = live
+        self.by_uid[live.uid] = live
+        if live.cluster and live.remote_uid:
+            self.by_remote[(live.cluster, live.remote_uid)] = live
+
+    def set_remote(self, live: Live, cluster: str | None, remote_uid: str | None) -> None:
+        if live.cluster and live.remote_uid:
+            self.by_remote.pop((live.cluster, live.remote_uid), None)
+        live.cluster = cluster
+        live.remote_uid = remote_uid
+        if cluster and remote_uid:
+            self.by_remote[(cluster, remote_uid)] = live
+
+    def drop(self, live: Live) -> None:
+        self.by_id.pop(live.id, None)
+        self.by_uid.pop(live.uid, None)
+        if live.cluster and live.remote_uid:
+            self.by_remote.pop((live.cluster, live.remote_uid), None)

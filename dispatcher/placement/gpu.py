@@ -1,0 +1,512 @@
+"""HAMi vGPU capacity of a worker and the placement engine's GPU fit (pure, no I/O).
+
+:class:`WorkerGpus` is the per-worker HAMi state kept in :attr:`WorkerCapacity.gpu`. The capacity view feeds it
+from watch events (:meth:`WorkerGpus.node_event`, :meth:`WorkerGpus.pod_event`), and the worker's reservations
+add usage for our own placements that have no pod yet (:meth:`WorkerGpus.assume`, :meth:`WorkerGpus.forget`).
+It mirrors what the worker's HAMi scheduler sees (``/work/shared/hami-rules.md`` sections 2 and 6):
+
+* a node offers GPUs only with a decodable ``hami.io/node-nvidia-register`` annotation (and, when present, a
+  decodable ``hami.io/node-nvidia-score``), a handshake HAMi considers healthy (``check_handshake``), a non-zero
+  allocatable ``nvidia.com/gpu`` (kube-scheduler refuses any vGPU pod on a node without it), and when it is
+  schedulable and not NotReady;
+* per-device usage is rebuilt from the HAMi allocations (``hami.io/vgpu-devices-allocated``) of pods that carry
+  ``hami.io/vgpu-node`` and are not Succeeded/Failed, collapsed per pod as HAMi does (``node_usage``);
+* device health (``health`` in the register annotation) and ``hami.io/device-cordon`` are applied by the fit.
+
+:class:`HamiFitter` implements the engine's ``GpuFitter``: it runs :func:`fit_pod_set` for each pod set on the
+worker's :class:`GpuInventory`, chaining the placements. Node choice inside the worker is HAMi's own (the pod's
+``hami.io/node-scheduler-policy`` annotation, else the configured default, binpack), because that is what the
+worker's HAMi will do with the pods. The dispatcher's ``policy.mode`` only decides the direction of the score:
+``binpack`` rewards a high utilisation of the chosen nodes after placement, ``spread`` a low one.
+
+The inventory is rebuilt lazily and only for the nodes that changed (cost per changed node is its GPUs and its
+pods, never all pods of the worker); fits are cached per inventory version and pod-set shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from ..quantity import QuantityError, parse_quantity
+from .engine import GpuVerdict, PodSetSpec
+from .vgpu import (
+    ASSIGNED_NODE_ANNOTATION,
+    CORDON_ANNOTATION,
+    DEFAULT_CONFIG,
+    HANDSHAKE_ANNOTATION,
+    PAIR_SCORE_ANNOTATION,
+    REGISTER_ANNOTATION,
+    DeviceInfo,
+    DeviceUsage,
+    GpuInventory,
+    HamiConfig,
+    HamiFormatError,
+    PodAllocation,
+    PreparedPod,
+    check_handshake,
+    decode_node_devices,
+    decode_pair_scores,
+    fit_pod_set,
+    node_usage,
+    prepare_pod,
+)
+
+if TYPE_CHECKING:
+    from .worker import WorkerCapacity
+
+__all__ = ["Allocation", "HamiFitter", "WorkerGpus", "sync_worker"]
+
+Obj = dict[str, Any]
+
+#: One device's share of a placement: (device UUID, memory MiB, cores percent, vGPU slots).
+Allocation = tuple[str, int, int, int]
+
+_FIT_CACHE_LIMIT = 4096
+_PREPARED_CACHE_LIMIT = 4096
+
+
+@dataclass(slots=True, frozen=True)
+class _GpuNode:
+    """A node that carries HAMi's register annotation, as far as GPU placement is concerned."""
+
+    name: str
+    register: str
+    devices: tuple[DeviceInfo, ...]
+    #: The node annotations the fit reads (cordon list, topology pair scores).
+    annotations: Mapping[str, str]
+    labels: Mapping[str, str]
+    #: Why the node's GPUs cannot be used now (``None``: usable).
+    problem: str | None = None
+
+
+def _allocatable(node: Mapping[str, Any], resource: str) -> int:
+    raw = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
+    if raw is None:
+        return 0
+    try:
+        value = parse_quantity(raw)
+    except QuantityError:
+        return 0
+    return int(value) if value > 0 else 0
+
+
+def _not_ready(node: Mapping[str, Any]) -> bool:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return bool(c.get("status") != "True")
+    return False  # no conditions reported: not known to be NotReady
+
+
+def _utilisation(devices: Iterable[DeviceUsage]) -> float:
+    """Mean of slot, core and memory utilisation (0..1) of a node, HAMi's node score without its weight."""
+    used = usedcores = usedmem = count = devcore = devmem = 0
+    for d in devices:
+        used += d.used
+        usedcores += d.usedcores
+        usedmem += d.usedmem
+        count += d.info.count
+        devcore += d.info.devcore
+        devmem += d.info.devmem
+    if count == 0 or devcore == 0 or devmem == 0:
+        return 0.0
+    return (used / count + usedcores / devcore + usedmem / devmem) / 3
+
+
+class WorkerGpus:
+    """One worker's HAMi GPU nodes, the allocations of its pods and our assumed reservations.
+
+    Every method that changes the GPU view returns ``True`` (or, for :meth:`assume`/:meth:`forget`, always
+    changes it) and bumps :attr:`version`; the caller bumps the worker's version (:meth:`WorkerCapacity.touch`,
+    which ``reserve``/``release`` already do) so the engine's cached verdicts are re-evaluated.
+    """
+
+    def __init__(self, cfg: HamiConfig = DEFAULT_CONFIG, *, clock: Callable[[], datetime] = datetime.now) -> None:
+        self.cfg = cfg
+        self._clock = clock
+        #: Bumped on every change of the GPU view; caches key on it.
+        self.version = 0
+        #: Every node with the register annotation, usable or not.
+        self._nodes: dict[str, _GpuNode] = {}
+        #: Pod uid -> (node, allocation) for pods HAMi counts.
+        self._pods: dict[str, tuple[str, PodAllocation]] = {}
+        self._pods_by_node: dict[str, dict[str, PodAllocation]] = {}
+        #: Reservation uid -> node -> allocations assumed taken.
+        self._assumed: dict[str, dict[str, tuple[Allocation, ...]]] = {}
+        self._assumed_by_node: dict[str, set[str]] = {}
+        #: Per usable node, the fit's prepared state (``GpuInventory.states`` values); rebuilt when dirty.
+        self._states: dict[str, Any] = {}
+        self._dirty: set[str] = set()
+        self._inventory: GpuInventory | None = None
+        self._fit_cache: dict[Hashable, GpuVerdict] = {}
+        self._fit_cache_version = -1
+
+    # -- events ------------------------------------------------------------------------------------------
+
+    def _changed(self, *nodes: str) -> None:
+        self._dirty.update(nodes)
+        self._inventory = None
+        self.version += 1
+
+    def _usable(self, name: str) -> bool:
+        node = self._nodes.get(name)
+        return node is not None and node.problem is None
+
+    def _read_node(self, node: Mapping[str, Any], name: str) -> _GpuNode | None:
+        meta = node.get("metadata") or {}
+        annotations: Mapping[str, str] = meta.get("annotations") or {}
+        register = annotations.get(REGISTER_ANNOTATION)
+        if register is None:
+            return None  # not a HAMi node: "annos not found hami.io/node-nvidia-register"
+        labels = dict(meta.get("labels") or {})
+        fit_annotations = {k: annotations[k] for k in (CORDON_ANNOTATION, PAIR_SCORE_ANNOTATION) if k in annotations}
+        old = self._nodes.get(name)
+        problem: str | None = None
+        devices: tuple[DeviceInfo, ...] = ()
+        if old is not None and old.register == register and old.devices:
+            devices = old.devices  # unchanged annotation: skip decoding
+        else:
+            try:
+                devices = tuple(decode_node_devices(register))
+            except HamiFormatError as exc:
+                problem = f"{REGISTER_ANNOTATION}: {exc}"
+        if problem is None and PAIR_SCORE_ANNOTATION in fit_annotations:
+            try:
+                decode_pair_scores(fit_annotations[PAIR_SCORE_ANNOTATION])
+            except HamiFormatError as exc:
+                problem = f"{PAIR_SCORE_ANNOTATION}: {exc}"
+        if problem is None:
+            allocatable = _allocatable(node, self.cfg.resource_count)
+            handshake = check_handshake(annotations.get(HANDSHAKE_ANNOTATION), self._clock(), allocatable)
+            if not handshake.healthy:
+                problem = (
+                    f"stale {HANDSHAKE_ANNOTATION} and no allocatable {self.cfg.resource_count}: HAMi drops the node"
+                )
+            elif allocatable <= 0:
+                problem = f"no allocatable {self.cfg.resource_count} (HAMi device plugin not running)"
+            elif (node.get("spec") or {}).get("unschedulable"):
+                problem = "node is unschedulable (cordoned)"
+            elif _not_ready(node):
+                problem = "node is not Ready"
+        return _GpuNode(name, register, devices, fit_annotations, labels, problem)
+
+    def node_event(self, kind: str, node: Mapping[str, Any]) -> bool:
+        """A Node watch event (``ADDED``/``MODIFIED``/``DELETED``). True when the GPU view changed."""
+        name = str((node.get("metadata") or {}).get("name", ""))
+        old = self._nodes.get(name)
+        new = None if kind == "DELETED" else self._read_node(node, name)
+        if new == old:
+            return False
+        if new is None:
+            del self._nodes[name]
+        else:
+            self._nodes[name] = new
+        if (old is None or old.problem is not None) and (new is None or new.problem is not None):
+            # Neither version offers GPUs: only the unusable-node report changed.
+            self.version += 1
+            self._inventory = None
+            return True
+        self._changed(name)
+        return True
+
+    def pod_event(self, kind: str, pod: Mapping[str, Any]) -> bool:
+        """A Pod watch event. Tracks the HAMi allocation of pods HAMi counts; True when the GPU view changed."""
+        meta = pod.get("metadata") or {}
+        uid = str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        new: tuple[str, PodAllocation] | None = None
+        if kind != "DELETED":
+            alloc = PodAllocation.from_pod(pod)
+            if alloc is not None and any(alloc.devices):
+                new = (str((meta.get("annotations") or {})[ASSIGNED_NODE_ANNOTATION]), alloc)
+        old = self._pods.get(uid)
+        if new == old:
+            return False
+        if old is not None:
+            del self._pods[uid]
+            by_node = self._pods_by_node.get(old[0])
+            if by_node is not None:
+                by_node.pop(uid, None)
+                if not by_node:
+                    del self._pods_by_node[old[0]]
+        if new is not None:
+            self._pods[uid] = new
+            self._pods_by_node.setdefault(new[0], {})[uid] = new[1]
+        touched = _nodes_of(old, new)
+        if not any(self._usable(n) for n in touched):
+            return False  # a pod on a node without usable GPUs (yet): kept, but the view is unchanged
+        self._changed(*touched)
+        return True
+
+    # -- reservations ------------------------------------------------------------------------------------
+
+    def assume(self, uid: str, allocations: Mapping[str, Sequence[Allocation]]) -> None:
+        """Add a reservation's GPUs (from :attr:`GpuVerdict.allocations`) on top of the pods' usage."""
+        self.forget(uid)
+        held = {
+            node: tuple((str(a[0]), int(a[1]), int(a[2]), int(a[3])) for a in allocs)
+            for node, allocs in allocations.items()
+            if allocs
+        }
+        if not held:
+            return
+        self._assumed[uid] = held
+        for node in held:
+            self._assumed_by_node.setdefault(node, set()).add(uid)
+        self._changed(*held)
+
+    def forget(self, uid: str) -> None:
+        """Drop a reservation's assumed GPUs (it was admitted and its pods are counted, or it was dropped)."""
+        held = self._assumed.pop(uid, None)
+        if held is None:
+            return
+        for node in held:
+            uids = self._assumed_by_node.get(node)
+            if uids is not None:
+                uids.discard(uid)
+                if not uids:
+                    del self._assumed_by_node[node]
+        self._changed(*held)
+
+    def retain_assumed(self, uids: Iterable[str]) -> None:
+        """Forget every assumed reservation whose uid is not in ``uids`` (e.g. the worker's live reservations)."""
+        keep = set(uids)
+        for uid in [u for u in self._assumed if u not in keep]:
+            self.forget(uid)
+
+    @property
+    def assumed(self) -> Mapping[str, Mapping[str, tuple[Allocation, ...]]]:
+        return self._assumed
+
+    # -- views -------------------------------------------------------------------------------------------
+
+    @property
+    def has_gpus(self) -> bool:
+        """Whether any node offers usable HAMi GPUs."""
+        return any(n.problem is None and n.devices for n in self._nodes.values())
+
+    def _node_usage(self, node: _GpuNode) -> list[DeviceUsage]:
+        usage = node_usage(node.devices, self._pods_by_node.get(node.name, {}).values())
+        uids = self._assumed_by_node.get(node.name)
+        if not uids:
+            return usage
+        extra: dict[str, list[int]] = {}
+        for uid in uids:
+            for dev, mem, cores, slots in self._assumed[uid].get(node.name, ()):
+                acc = extra.setdefault(dev, [0, 0, 0])
+                acc[0] += mem
+                acc[1] += cores
+                acc[2] += slots
+        out = []
+        for d in usage:
+            add = extra.get(d.info.id)
+            if add is None:
+                out.append(d)
+            else:
+                out.append(DeviceUsage(d.info, d.used + add[2], d.usedmem + add[0], d.usedcores + add[1], d.mig_in_use))
+        return out
+
+    def inventory(self) -> GpuInventory:
+        """The worker's usable GPU nodes for :func:`fit_pod_set` (cached; only changed nodes are rebuilt)."""
+        if self._inventory is not None:
+            return self._inventory
+        for name in self._dirty:
+            node = self._nodes.get(name)
+            if node is None or node.problem is not None or not node.devices:
+                self._states.pop(name, None)
+                continue
+            one = GpuInventory({name: self._node_usage(node)}, {name: node.annotations})
+            self._states[name] = one.states[name]
+        self._dirty.clear()
+        self._inventory = GpuInventory(_states=dict(self._states))
+        return self._inventory
+
+    def labels(self, node: str) -> Mapping[str, str]:
+        entry = self._nodes.get(node)
+        return entry.labels if entry is not None else {}
+
+    def unusable(self) -> dict[str, str]:
+        """Nodes with the register annotation whose GPUs are not used, and why."""
+        return {n.name: n.problem for n in self._nodes.values() if n.problem is not None}
+
+    def summary(self) -> Obj:
+        """Physical GPUs, vGPU slots and memory (MiB) of the usable nodes, reservations included (API/CLI)."""
+        inv = self.inventory()
+        gpus = healthy = slots = slots_used = total = used = free = cores = cores_used = 0
+        for name in inv.states:
+            for d in inv.devices(name):
+                gpus += 1
+                healthy += d.info.health
+                slots += d.info.count
+                slots_used += d.used
+                total += d.info.devmem
+                used += d.usedmem
+                free += max(d.info.devmem - d.usedmem, 0)
+                cores += d.info.devcore
+                cores_used += d.usedcores
+        return {
+            "nodes": len(inv.states),
+            "gpus": gpus,
+            "healthyGpus": healthy,
+            "vgpuSlots": slots,
+            "vgpuSlotsUsed": slots_used,
+            "memoryTotalMiB": total,
+            "memoryUsedMiB": used,
+            "memoryFreeMiB": free,
+            "coresTotal": cores,
+            "coresUsed": cores_used,
+            "reservations": len(self._assumed),
+            "unusableNodes": self.unusable(),
+        }
+
+    # -- fit cache (used by HamiFitter) ---------------------------------------------------------------------
+
+    def cached_fit(self, key: Hashable) -> GpuVerdict | None:
+        if self._fit_cache_version != self.version:
+            self._fit_cache.clear()
+            self._fit_cache_version = self.version
+        return self._fit_cache.get(key)
+
+    def store_fit(self, key: Hashable, verdict: GpuVerdict) -> None:
+        if self._fit_cache_version != self.version:
+            self._fit_cache.clear()
+            self._fit_cache_version = self.version
+        if len(self._fit_cache) >= _FIT_CACHE_LIMIT:
+            self._fit_cache.clear()
+        self._fit_cache[key] = verdict
+
+
+def _nodes_of(*entries: tuple[str, PodAllocation] | None) -> set[str]:
+    return {e[0] for e in entries if e is not None}
+
+
+def sync_worker(worker: WorkerCapacity, gpus: WorkerGpus, changed: bool) -> None:
+    """After a node or pod event on ``gpus``: expose it as ``worker.gpu`` while it has usable GPUs (``None``
+    otherwise, which the engine reports as "no HAMi GPU nodes") and bump the worker's version on any change."""
+    want = gpus if gpus.has_gpus else None
+    if worker.gpu is not want:
+        if want is not None:
+            gpus.retain_assumed(uid for uid, r in worker.reservations.items() if r.gpu)
+        worker.gpu = want
+        changed = True
+    if changed:
+        worker.touch()
+
+
+# -- the fitter ----------------------------------------------------------------------------------------------
+
+
+def _format_quantity(value: Fraction) -> str | None:
+    return str(value.numerator) if value.denominator == 1 and value >= 0 else None
+
+
+class HamiFitter:
+    """The placement engine's HAMi fit (``GpuFitter``) with one HAMi configuration for every worker."""
+
+    def __init__(self, cfg: HamiConfig = DEFAULT_CONFIG) -> None:
+        self.cfg = cfg
+        self._hami_resources = frozenset(
+            {cfg.resource_count, cfg.resource_memory, cfg.resource_memory_percentage, cfg.resource_cores}
+        )
+        #: id(template) -> (template, prepared pod); the template is held so its id stays unique.
+        self._prepared: dict[int, tuple[Mapping[str, Any], PreparedPod]] = {}
+
+    def prepare(self, ps: PodSetSpec) -> PreparedPod:
+        """The pod set's pod as HAMi sees it (webhook defaults applied), cached per template object."""
+        entry = self._prepared.get(id(ps.template))
+        if entry is not None and entry[0] is ps.template:
+            return entry[1]
+        template = ps.template
+        spec: Mapping[str, Any] = template.get("spec") or {}
+        if not spec.get("containers") and not spec.get("initContainers"):
+            spec = self._spec_from_requests(ps)
+        annotations = (template.get("metadata") or {}).get("annotations") or {}
+        prepared = prepare_pod(spec, annotations, self.cfg)
+        if len(self._prepared) >= _PREPARED_CACHE_LIMIT:
+            self._prepared.clear()
+        self._prepared[id(template)] = (template, prepared)
+        return prepared
+
+    def _spec_from_requests(self, ps: PodSetSpec) -> Obj:
+        """A one-container pod spec from the pod set's per-pod HAMi requests (a template without containers)."""
+        limits = {}
+        for res, amount in ps.requests.items():
+            if res in self._hami_resources:
+                text = _format_quantity(amount)
+                if text is not None:
+                    limits[res] = text
+        return {"containers": [{"name": "main", "resources": {"limits": limits}}]} if limits else {}
+
+    def wants(self, pod_sets: Sequence[PodSetSpec]) -> bool:
+        """Whether any pod set asks HAMi for vGPUs (its template after the webhook, or its requests)."""
+        for ps in pod_sets:
+            if ps.count <= 0:
+                continue
+            if any(amount > 0 and res in self._hami_resources for res, amount in ps.requests.items()):
+                return True
+            if self.prepare(ps).has_request:
+                return True
+        return False
+
+    def fit(self, worker: WorkerCapacity, pod_sets: Sequence[PodSetSpec], mode: str) -> GpuVerdict:
+        """Place every pod of every pod set on the worker's GPUs as its HAMi would; score by ``mode``."""
+        gpus = worker.gpu
+        if not isinstance(gpus, WorkerGpus):
+            return GpuVerdict(False, "the cluster has no HAMi GPU nodes")
+        if not gpus.has_gpus:
+            unusable = gpus.unusable()
+            detail = "; ".join(f"{n}: {p}" for n, p in sorted(unusable.items())[:3])
+            return GpuVerdict(
+                False, "the cluster has no usable HAMi GPU nodes" + (f" ({detail})" if detail else ""), score=0.0
+            )
+        prepared = [(ps, self.prepare(ps)) for ps in pod_sets]
+        key = (
+            self.cfg,
+            mode,
+            tuple((ps.name, ps.count, p, tuple(sorted(ps.node_selector.items()))) for ps, p in prepared),
+        )
+        cached = gpus.cached_fit(key)
+        if cached is not None:
+            return cached
+        verdict = self._fit(gpus, prepared, mode)
+        gpus.store_fit(key, verdict)
+        return verdict
+
+    def _fit(self, gpus: WorkerGpus, prepared: Sequence[tuple[PodSetSpec, PreparedPod]], mode: str) -> GpuVerdict:
+        base = gpus.inventory()
+        inv = base
+        touched: dict[str, None] = {}
+        for ps, pod in prepared:
+            if ps.count <= 0 or not pod.has_request:
+                continue
+            view = inv
+            if ps.node_selector:
+                selector = ps.node_selector.items()
+                states = {n: s for n, s in inv.states.items() if all(gpus.labels(n).get(k) == v for k, v in selector)}
+                if not states:
+                    wanted = ",".join(f"{k}={v}" for k, v in sorted(selector))
+                    return GpuVerdict(False, f"pod set {ps.name}: no HAMi GPU node matches its nodeSelector {wanted}")
+                view = GpuInventory(_states=states)
+            result = fit_pod_set(view, pod, ps.count, cfg=self.cfg)
+            if not result.ok:
+                return GpuVerdict(False, f"pod set {ps.name}: {result.reason}", score=0.0)
+            inv = inv.apply(result)
+            touched.update(dict.fromkeys(result.nodes))
+        allocations: dict[str, list[Allocation]] = {}
+        for name in touched:
+            taken: list[Allocation] = []
+            for before, after in zip(base.devices(name), inv.devices(name), strict=True):
+                mem = after.usedmem - before.usedmem
+                cores = after.usedcores - before.usedcores
+                slots = after.used - before.used
+                if mem or cores or slots:
+                    taken.append((after.info.id, mem, cores, slots))
+            if taken:
+                allocations[name] = taken
+        if not touched:
+            return GpuVerdict(True, "", 0.5, {})
+        util = sum(_utilisation(inv.devices(n)) for n in touched) / len(touched)
+        score = util if mode != "spread" else 1.0 - util
+        return GpuVerdict(True, "", max(0.0, min(1.0, score)), allocations)

@@ -1,0 +1,848 @@
+"""The dispatcher service: the way of one workload from the manager to a worker and back.
+
+1. **Intake** (:mod:`.intake`) turns a labelled, suspended (or ``managedBy``) manager Job into a
+   Pending workload row.
+2. The **placement loop** here takes pending workloads in priority-then-FIFO order
+   (:class:`~.placement.queue.PendingQueue`), asks the engine (:mod:`.placement.engine`, no I/O) for a
+   decision over every worker's capacity view (:mod:`.capacity`), reserves the chosen worker's
+   capacity and records the intent in SQL (Pending → Placing) before touching any cluster.
+3. The **mirror** (:mod:`.mirror`) creates the suspended copy on the worker (Placing → Placed).
+4. The **status sync** (:mod:`.sync`) follows the copy (Placed → Admitted → Running → Succeeded/Failed)
+   into SQL and onto the manager object; copies the worker's Kueue does not admit within the admission
+   timeout are deleted and the workload placed elsewhere.
+5. **Clean-up** (:mod:`.gc`): finished copies are deleted after the retention time; a deleted manager
+   object cancels its workload and deletes its copy; orphaned copies are garbage-collected.
+
+Every step writes SQL first and is idempotent, so a crash at any point resumes from SQL and the
+clusters (:meth:`Dispatcher.start` reconciles both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from . import labels as L
+from .adapters.base import Adapter
+from .adapters.job import JobAdapter
+from .capacity import WorkerView
+from .config import DispatcherConfig
+from .events import EventRecorder
+from .gc import GarbageCollector
+from .health import HealthMachine, HealthMonitor, HealthState
+from .intake import Intake, PriorityResolver
+from .kube.client import ClusterClient, KubeError, Resource, connect
+from .kube.informer import Informer
+from .live import Live, LiveSet
+from .mirror import create_copy, delete_copy, is_our_copy
+from .placement.engine import Decision, PlacementEngine
+from .placement.gpu import HamiFitter
+from .placement.queue import PendingQueue
+from .placement.worker import WorkerCapacity
+from .store.models import PlacementState, Workload, WorkloadState, utcnow
+from .store.repo import PlacementIntent, Repo, Transition
+from .sync import ORDER, PLACEMENT_STATE, RemoteSnapshot, observe, write_manager
+
+__all__ = ["Dispatcher"]
+
+log = logging.getLogger("dispatcher.service")
+Obj = dict[str, Any]
+
+PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", False)
+#: How long a copy may be missing from the worker's cache after we created it before we believe it.
+MISSING_GRACE = 5.0
+
+
+class Timers:
+    """Deadlines (admission timeout, retention) in one heap, served by one task: no polling."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, str, int, int]] = []
+        self._seq = itertools.count()
+        self._changed = asyncio.Event()
+
+    def add(self, at: float, kind: str, workload_id: int, generation: int) -> None:
+        heapq.heappush(self._heap, (at, next(self._seq), kind, workload_id, generation))
+        self._changed.set()
+
+    async def run(self, fire: Callable[[str, int, int], None]) -> None:
+        while True:
+            self._changed.clear()
+            now = time.monotonic()
+            while self._heap and self._heap[0][0] <= now:
+                _, _, kind, wid, gen = heapq.heappop(self._heap)
+                fire(kind, wid, gen)
+            timeout = self._heap[0][0] - now if self._heap else None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout)
+
+
+class Dispatcher:
+    """One dispatcher instance: manager intake, worker views, placement, mirror, sync, clean-up."""
+
+    def __init__(
+        self,
+        config: DispatcherConfig,
+        repo: Repo,
+        *,
+        adapters: list[Adapter] | None = None,
+        probe_interval: float | None = None,
+    ) -> None:
+        self.config = config
+        self.policy = config.policy
+        self.repo = repo
+        self.adapters: dict[str, Adapter] = {a.kind: a for a in (adapters or [JobAdapter()])}
+        self.engine = PlacementEngine(self.policy, HamiFitter())
+        self.queue = PendingQueue()
+        self.live = LiveSet()
+        self.timers = Timers()
+        self.capacities: dict[str, WorkerCapacity] = {
+            w.name: WorkerCapacity(w.name, weight=w.weight, labels=w.labels, max_in_flight=w.max_in_flight)
+            for w in config.workers
+        }
+        self.views: dict[str, WorkerView] = {}
+        self.clients: dict[str, ClusterClient] = {}
+        self.manager: ClusterClient | None = None
+        self.events: EventRecorder | None = None
+        self.intake: Intake | None = None
+        self.priorities = PriorityResolver({})
+        interval = probe_interval if probe_interval is not None else max(0.5, min(5.0, self.policy.suspect_after / 3))
+        self.health = HealthMonitor(interval=interval, on_change=self._on_health)
+        self.gc = GarbageCollector(self)
+        self._wake = asyncio.Event()
+        self._unpark = False
+        self._dirty: set[int] = set()
+        self._dirty_event = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._steps: set[asyncio.Task[None]] = set()
+        self._priority_informer: Informer | None = None
+        self._warned: dict[int, str] = {}
+        self._resume_placing: list[Live] = []
+        self.started = asyncio.Event()
+        self.placements_made = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg = self.config
+        self.manager = await connect("manager", cfg.manager)
+        for w in cfg.workers:
+            self.clients[w.name] = await connect(w.name, w.kube, manager=self.manager)
+        await self.repo.ensure_clusters(self.clients)
+        self.events = EventRecorder(self.manager)
+        self.events.start()
+        job_resources = [a.resource for a in self.adapters.values()]
+        for name, client in self.clients.items():
+            view = WorkerView(
+                self.capacities[name],
+                client,
+                origin=cfg.origin,
+                job_resources=job_resources,
+                on_capacity=self._on_capacity,
+                on_remote_job=self._on_remote_job,
+                on_remote_workload=self._on_remote_workload,
+            )
+            self.views[name] = view
+            self.health.add(
+                name,
+                HealthMachine(suspect_after=self.policy.suspect_after, lost_timeout=self.policy.lost_timeout),
+                client.readyz,
+                view.last_contact,
+            )
+            view.start()
+        self._priority_informer = Informer(self.manager, PRIORITY_CLASSES, self._on_priority_class)
+        self._priority_informer.start()
+        await self._recover()
+        self.intake = Intake(
+            self.manager,
+            self.repo,
+            list(self.adapters.values()),
+            self.events,
+            controller_name=cfg.controller_name,
+            namespace_allowed=self.policy.namespace_allowed,
+            on_new=self._on_new,
+            on_deleted=self._on_manager_deleted,
+            on_changed=self._on_manager_changed,
+            priorities=self.priorities,
+        )
+        self.intake.know(list(self.live.by_uid))
+        self.intake.start()
+        self.health.start()
+        self._tasks = [
+            asyncio.create_task(self._placement_loop(), name="placement-loop"),
+            asyncio.create_task(self._sync_loop(), name="sync-loop"),
+            asyncio.create_task(self.timers.run(self._on_timer), name="timers"),
+            asyncio.create_task(self._after_intake_synced(), name="intake-synced"),
+            asyncio.create_task(self.gc.run(), name="garbage-collector"),
+        ]
+        self.started.set()
+
+    async def stop(self) -> None:
+        for t in [*self._tasks, *self._steps]:
+            t.cancel()
+        for t in [*self._tasks, *self._steps]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        await self.health.stop()
+        if self.intake is not None:
+            await self.intake.stop()
+        if self._priority_informer is not None:
+            await self._priority_informer.stop()
+        for view in self.views.values():
+            await view.stop()
+        if self.events is not None:
+            await self.events.flush(2.0)
+            await self.events.stop()
+        for c in self.clients.values():
+            await c.close()
+        if self.manager is not None:
+            await self.manager.close()
+
+    async def _recover(self) -> None:
+        """Load open workloads from SQL and resume each at the step it had reached."""
+        rows = await self.repo.load_open()
+        placements = {p.id: p for p in await self.repo.open_placements()}
+        mono, wall = time.monotonic(), time.time()
+        for row in rows:
+            live = Live.from_row(row, mono, wall)
+            self.live.add(live)
+            placement = placements.get(row.placement_id) if row.placement_id else None
+            if placement is not None and placement.remote_uid:
+                self.live.set_remote(live, placement.cluster, placement.remote_uid)
+            if live.terminal:
+                if not live.cleaned:
+                    self._schedule_retention(live, row)
+                continue
+            if live.deleted:
+                self._spawn(self._cancel(live), live)
+            elif live.state == WorkloadState.PENDING:
+                if not live.problem:
+                    self.queue.push(live.pending())
+            elif live.state == WorkloadState.PLACING:
+                self._resume_placing.append(live)
+            elif live.state == WorkloadState.PLACED:
+                if row.placement_id is not None and row.placement_id not in placements:
+                    # The placement was closed (timed out / rejected) but the move did not finish.
+                    self._spawn(self._move_elsewhere(live, "resuming an interrupted move", exclude=True), live)
+                else:
+                    self._arm_admission_timer(live)
+            self._dirty.add(live.id)
+        log.info("recovered %d open workloads (%d pending)", len(self.live), len(self.queue))
+        self._wake.set()
+
+    async def _after_intake_synced(self) -> None:
+        """Once the manager's objects are known: resume interrupted creates, cancel what was deleted."""
+        assert self.intake is not None
+        await self.intake.wait_synced()
+        for live in list(self.live.by_id.values()):
+            if live.uid not in self.intake.objects and not live.terminal and not live.deleted:
+                self._on_manager_deleted(live.uid)
+        for live in self._resume_placing:
+            if live.deleted or live.cluster is None or live.placement_id is None:
+                continue
+            live.busy = True
+            self._spawn(self._mirror(live, None), live)
+        self._resume_placing = []
+
+    # -- helpers ---------------------------------------------------------------------------------------
+
+    def _spawn(self, coro: Awaitable[None], live: Live | None = None) -> None:
+        async def runner() -> None:
+            try:
+                await coro
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("step for %s failed", live.key if live else "?")
+                if live is not None:
+                    live.busy = False
+                    self._mark_dirty(live.id)
+
+        task = asyncio.create_task(runner())
+        self._steps.add(task)
+        task.add_done_callback(self._steps.discard)
+
+    def _adapter(self, live: Live) -> Adapter:
+        return self.adapters[live.kind]
+
+    def _emit(self, live: Live, type_: str, reason: str, message: str) -> None:
+        if self.events is None or self.intake is None:
+            return
+        obj = self.intake.objects.get(live.uid) or {
+            "apiVersion": self._adapter(live).resource.api_version,
+            "kind": live.kind,
+            "metadata": {"name": live.name, "namespace": live.namespace, "uid": live.uid},
+        }
+        self.events.emit(obj, type_, reason, message)
+
+    def _mark_dirty(self, workload_id: int) -> None:
+        self._dirty.add(workload_id)
+        self._dirty_event.set()
+
+    def _wake_placement(self, unpark: bool = True) -> None:
+        if unpark:
+            self._unpark = True
+        self._wake.set()
+
+    async def _retry(self, what: str, call: Callable[[], Awaitable[Any]], live: Live | None = None) -> Any:
+        """Retry a SQL write until it succeeds (the database being down must not lose a step)."""
+        delay = 0.2
+        while True:
+            try:
+                return await call()
+            except asyncio.CancelledError:
+                raise
+            except KubeError:
+                raise
+            except Exception as exc:
+                log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    def workers(self) -> list[WorkerCapacity]:
+        for name, cap in self.capacities.items():
+            client = self.clients.get(name)
+            if client is not None:
+                cap.latency = client.latency
+        return list(self.capacities.values())
+
+    # -- callbacks from informers and health -------------------------------------------------------------
+
+    def _on_priority_class(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        name = (obj.get("metadata") or {}).get("name")
+        if not name:
+            return
+        if kind == "DELETED":
+            self.priorities.values.pop(name, None)
+        else:
+            self.priorities.values[name] = int(obj.get("value") or 0)
+
+    def _on_capacity(self, _worker: str) -> None:
+        self._wake_placement()
+
+    def _on_health(self, name: str, old: str, new: str) -> None:
+        cap = self.capacities.get(name)
+        if cap is None:
+            return
+        if new == HealthState.RECOVERING:
+            # Issue-4 fencing hooks in here; until then a recovered worker is trusted after a GC pass.
+            self.gc.request(name)
+            machine = self.health.machines.get(name)
+            if machine is not None:
+                machine.recovered(time.monotonic())
+            new = HealthState.READY
+        cap.health = new
+        cap.touch()
+        self._spawn(self._retry("record health", lambda: self.repo.update_cluster(name, health=new)))
+        if new == HealthState.READY:
+            self._wake_placement()
+
+    def _on_new(self, rows: list[Workload]) -> None:
+        mono, wall = time.monotonic(), time.time()
+        for row in rows:
+            live = Live.from_row(row, mono, wall)
+            self.live.add(live)
+            if live.problem:
+                continue
+            self.queue.push(live.pending())
+        self._wake_placement(unpark=False)
+
+    def _on_manager_changed(self, uid: str, obj: Obj) -> None:
+        live = self.live.by_uid.get(uid)
+        if live is not None and not live.terminal:
+            self._mark_dirty(live.id)
+
+    def _on_manager_deleted(self, uid: str) -> None:
+        live = self.live.by_uid.get(uid)
+        if live is None or live.deleted:
+            return
+        live.deleted = True
+        if live.busy:
+            return  # the step in flight sees ``deleted`` when it ends
+        self._spawn(self._cancel(live), live)
+
+    def _on_remote_job(self, cluster: str, kind: str, obj: Obj) -> None:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        live = self.live.by_uid.get(labels.get(L.WORKLOAD_UID, ""))
+        if live is not None and live.cluster == cluster:
+            self._mark_dirty(live.id)
+
+    def _on_remote_workload(self, cluster: str, kind: str, obj: Obj) -> None:
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+            live = self.live.by_remote.get((cluster, str(ref.get("uid"))))
+            if live is not None:
+                self._mark_dirty(live.id)
+
+    def _on_timer(self, kind: str, workload_id: int, generation: int) -> None:
+        live = self.live.by_id.get(workload_id)
+        if live is None or live.generation != generation:
+            return
+        if kind == "admission" and live.state == WorkloadState.PLACED and not live.busy:
+            view = self.views.get(live.cluster or "")
+            wl = view.workloads_by_owner.get(live.remote_uid or "") if view else None
+            if wl is not None and any(
+                c.get("type") == "QuotaReserved" and c.get("status") == "True"
+                for c in (wl.get("status") or {}).get("conditions") or []
+            ):
+                return  # admitted in the meantime
+            live.busy = True
+            reason = (
+                f"not admitted by {live.cluster}'s Kueue within the admission timeout "
+                f"({self.policy.admission_timeout:g}s)"
+            )
+            self._spawn(self._move_elsewhere(live, reason, exclude=True, timed_out=True), live)
+        elif kind == "resync":
+            self._mark_dirty(live.id)
+        elif kind == "retention" and live.terminal and not live.cleaned and not live.busy:
+            live.busy = True
+            self._spawn(self._clean(live), live)
+
+    def _arm_admission_timer(self, live: Live) -> None:
+        self.timers.add(time.monotonic() + self.policy.admission_timeout, "admission", live.id, live.generation)
+
+    def _schedule_retention(self, live: Live, row: Workload | None = None) -> None:
+        delay = self.policy.finished_retention
+        if row is not None and row.finished_at is not None:
+            delay = max(0.0, delay - (utcnow() - row.finished_at).total_seconds())
+        self.timers.add(time.monotonic() + delay, "retention", live.id, live.generation)
+
+    # -- placement ---------------------------------------------------------------------------------------
+
+    async def _placement_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._unpark:
+                self._unpark = False
+                self.queue.unpark_all()
+            try:
+                more = await self._place_round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("placement round failed")
+                await asyncio.sleep(1.0)
+                self._wake_placement()
+                continue
+            if more:
+                self._wake.set()
+            await asyncio.sleep(0)
+
+    async def _place_round(self, limit: int = 200) -> bool:
+        """Decide up to ``limit`` workloads, record the intents in one transaction, start the mirrors."""
+        workers = self.workers()
+        by_name = {w.name: w for w in workers}
+        chosen: list[tuple[Live, Decision]] = []
+        waiting: list[tuple[int, int, dict[str, Any], str | None]] = []
+        while len(chosen) < limit:
+            wl = self.queue.next()
+            if wl is None:
+                break
+            live = self.live.by_id.get(wl.id)
+            if live is None or live.state != WorkloadState.PENDING or live.generation != wl.generation:
+                self.queue.remove(wl.id)
+                continue
+            decision = self.engine.decide(wl, workers)
+            if decision.chosen is None:
+                self.queue.park(wl)
+                if decision.summary != live.decision_summary:
+                    live.decision_summary = decision.summary
+                    waiting.append((live.id, live.generation, decision.explanation(), decision.summary))
+                blocked = decision.permanent_block
+                if blocked and self._warned.get(live.id) != blocked:
+                    self._warned[live.id] = blocked
+                    self._emit(live, "Warning", "NoWorkerCanRunIt", f"no worker can ever run it as it is: {blocked}")
+                continue
+            self.engine.reserve(decision, by_name)
+            self.queue.remove(wl.id)
+            chosen.append((live, decision))
+        if waiting:
+            await self._retry("record decisions", lambda: self.repo.set_decision(waiting))
+        if not chosen:
+            return False
+        intents = [
+            PlacementIntent(
+                workload_id=live.id,
+                generation=live.generation,
+                cluster=d.chosen.cluster if d.chosen else "",
+                strategy=d.strategy,
+                score=d.chosen.score if d.chosen else None,
+                decision=d.explanation(),
+            )
+            for live, d in chosen
+        ]
+        try:
+            accepted = await self.repo.begin_placements(intents)
+        except Exception as exc:
+            log.warning("recording %d placement intents failed (%s); will retry", len(intents), exc)
+            for live, d in chosen:
+                if d.chosen is not None:
+                    by_name[d.chosen.cluster].release(live.uid)
+                self.queue.push(live.pending())
+            await asyncio.sleep(1.0)
+            return True
+        ok = {i.workload_id: i for i in accepted}
+        for live, d in chosen:
+            intent = ok.get(live.id)
+            if intent is None or d.chosen is None:
+                if d.chosen is not None:
+                    by_name[d.chosen.cluster].release(live.uid)
+                continue
+            live.state = WorkloadState.PLACING
+            live.cluster = d.chosen.cluster
+            live.placement_id = intent.placement_id
+            live.decision_summary = d.summary
+            live.busy = True
+            self.placements_made += 1
+            self._spawn(self._mirror(live, d), live)
+        return True
+
+    # -- mirror ------------------------------------------------------------------------------------------
+
+    async def _mirror(self, live: Live, decision: Decision | None) -> None:
+        """Create the copy (Placing → Placed), retrying transient errors while the placement stands."""
+        assert self.intake is not None and self.manager is not None
+        cluster, generation, placement_id = live.cluster or "", live.generation, live.placement_id or 0
+        client = self.clients[cluster]
+        adapter = self._adapter(live)
+        delay = 0.2
+        while True:
+            if live.deleted or live.generation != generation:
+                break
+            manager_obj = self.intake.objects.get(live.uid)
+            if manager_obj is None:
+                await self.intake.wait_synced()
+                manager_obj = self.intake.objects.get(live.uid)
+                if manager_obj is None:
+                    live.deleted = True
+                    break
+            try:
+                result = await create_copy(
+                    client,
+                    adapter,
+                    manager_obj,
+                    origin=self.config.origin,
+                    workload_uid=live.uid,
+                    generation=generation,
+                    placement_id=placement_id,
+                    create_namespace=self.policy.create_namespaces,
+                )
+            except KubeError as exc:
+                log.info("creating the copy of %s on %s failed (%s); retrying", live.key, cluster, exc)
+                if exc.reason == "OlderCopy":
+                    self.gc.request(cluster)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 15.0)
+                continue
+            if result.ok:
+                await self._placed(live, result.remote_uid or "", decision)
+            else:
+                self._emit(live, "Warning", "CopyRejected", result.error)
+                live.busy = False
+                await self._move_elsewhere(live, result.error, exclude=True, rejected=True)
+                return
+            break
+        live.busy = False
+        if live.deleted:
+            live.busy = True
+            await self._cancel(live)
+        else:
+            self._mark_dirty(live.id)
+
+    async def _placed(self, live: Live, remote_uid: str, decision: Decision | None) -> None:
+        now = utcnow()
+        t = Transition(
+            live.id,
+            live.generation,
+            {"state": WorkloadState.PLACED, "placed_at": now, "reason": None},
+            from_states=(WorkloadState.PLACING,),
+            placement_id=live.placement_id,
+            placement_values={"state": PlacementState.CREATED, "remote_uid": remote_uid, "mirrored_at": now},
+            event=("Placed", live.decision_summary or f"copy created on {live.cluster}", None),
+            cluster=live.cluster,
+        )
+        (ok,) = await self._retry("record placed", lambda: self.repo.apply([t]))
+        if not ok:
+            return
+        live.state = WorkloadState.PLACED
+        live.placed_at = time.monotonic()
+        self.live.set_remote(live, live.cluster, remote_uid)
+        self._arm_admission_timer(live)
+        summary = live.decision_summary or f"placed on {live.cluster}"
+        self._emit(live, "Normal", "Placed", summary)
+        await self._report(live, WorkloadState.PLACED, summary, None)
+
+    async def _move_elsewhere(
+        self,
+        live: Live,
+        reason: str,
+        *,
+        exclude: bool,
+        timed_out: bool = False,
+        rejected: bool = False,
+    ) -> None:
+        """Close the current placement, delete its copy, and put the workload back to Pending (new generation)."""
+        cluster = live.cluster or ""
+        adapter = self._adapter(live)
+        outcome = PlacementState.TIMED_OUT if timed_out else PlacementState.REJECTED
+        if live.placement_id is not None:
+            pid = live.placement_id
+            await self._retry(
+                "close placement",
+                lambda: self.repo.update_placement(pid, state=outcome, outcome=reason, ended_at=utcnow()),
+            )
+        if not rejected and cluster:
+            await self._delete_remote(live, cluster, adapter)
+        excluded = list(live.excluded)
+        if exclude and cluster and cluster not in excluded:
+            excluded.append(cluster)
+        if set(excluded) >= set(self.capacities):
+            excluded = [cluster] if len(self.capacities) > 1 else []  # every worker tried: start a new round
+        t = Transition(
+            live.id,
+            live.generation,
+            {
+                "state": WorkloadState.PENDING,
+                "generation": live.generation + 1,
+                "cluster": None,
+                "placement_id": None,
+                "excluded": excluded,
+                "reason": reason,
+            },
+            event=("TimedOut" if timed_out else "Rejected", f"{cluster}: {reason}", None),
+            cluster=cluster,
+        )
+        (ok,) = await self._retry("move elsewhere", lambda: self.repo.apply([t]))
+        if cluster in self.capacities:
+            self.capacities[cluster].release(live.uid)
+        live.busy = False
+        if not ok:
+            return
+        if timed_out:
+            self._emit(live, "Warning", "AdmissionTimeout", f"{reason}; placing it elsewhere")
+        live.generation += 1
+        live.state = WorkloadState.PENDING
+        self.live.set_remote(live, None, None)
+        live.placement_id = None
+        live.excluded = excluded
+        live.decision_summary = ""
+        live.reported.clear()
+        if live.deleted:
+            live.busy = True
+            await self._cancel(live)
+            return
+        self.queue.push(live.pending())
+        self._wake_placement()
+
+    async def _delete_remote(self, live: Live, cluster: str, adapter: Adapter) -> None:
+        """Delete our copy on ``cluster`` (retrying while unreachable). The uid guard spares other objects."""
+        client = self.clients.get(cluster)
+        if client is None:
+            return
+        view = self.views.get(cluster)
+        remote = view.remote_jobs(adapter.resource.plural).get((live.namespace, live.name)) if view else None
+        uid = live.remote_uid
+        if remote is not None and is_our_copy(remote, self.config.origin, live.uid):
+            uid = (remote.get("metadata") or {}).get("uid") or uid
+        elif remote is not None:
+            return  # not ours
+        delay = 0.2
+        while True:
+            try:
+                await delete_copy(client, adapter.resource, live.namespace, live.name, uid)
+                return
+            except KubeError as exc:
+                log.info("deleting the copy of %s on %s failed (%s); retrying", live.key, cluster, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 15.0)
+
+    # -- status sync ---------------------------------------------------------------------------------------
+
+    async def _sync_loop(self) -> None:
+        while True:
+            await self._dirty_event.wait()
+            self._dirty_event.clear()
+            batch, self._dirty = self._dirty, set()
+            try:
+                await self._sync_batch(batch)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("status sync failed; retrying")
+                self._dirty |= batch
+                await asyncio.sleep(1.0)
+                self._dirty_event.set()
+
+    async def _sync_batch(self, ids: set[int]) -> None:
+        transitions: list[tuple[Live, Transition, str, str, Obj | None]] = []
+        for wid in ids:
+            live = self.live.by_id.get(wid)
+            if live is None or live.busy or live.deleted or live.terminal or not live.cluster:
+                continue
+            if live.state not in ORDER:
+                continue
+            item = self._observe(live)
+            if item is not None:
+                transitions.append(item)
+        if not transitions:
+            return
+        results = await self._retry("status sync", lambda: self.repo.apply([t for _, t, _, _, _ in transitions]))
+        writes = []
+        for (live, _t, state, message, remote), ok in zip(transitions, results, strict=True):
+            if not ok:
+                continue
+            live.reported["remote"] = (remote or {}).get("status")
+            self._applied(live, state, message)
+            writes.append(self._report(live, state, message, remote))
+        await asyncio.gather(*writes)
+
+    def _observe(self, live: Live) -> tuple[Live, Transition, str, str, Obj | None] | None:
+        view = self.views[live.cluster or ""]
+        adapter = self._adapter(live)
+        remote = view.remote_jobs(adapter.resource.plural).get((live.namespace, live.name))
+        if remote is not None and not is_our_copy(remote, self.config.origin, live.uid, live.generation):
+            remote = None
+        if remote is None:
+            if view.jobs_synced() and time.monotonic() - live.placed_at > MISSING_GRACE:
+                live.busy = True
+                self._spawn(self._move_elsewhere(live, f"the copy on {live.cluster} disappeared", exclude=False), live)
+            return None
+        remote_uid = (remote.get("metadata") or {}).get("uid")
+        if remote_uid and remote_uid != live.remote_uid:
+            self.live.set_remote(live, live.cluster, remote_uid)
+        snap = RemoteSnapshot(remote, view.workloads_by_owner.get(remote_uid or ""))
+        obs = observe(adapter, snap)
+        cap = self.capacities[live.cluster or ""]
+        if obs.state in (WorkloadState.ADMITTED, WorkloadState.RUNNING) or ORDER[obs.state] >= 4:
+            cap.settle(live.uid)
+        if obs.state == WorkloadState.RUNNING or ORDER[obs.state] >= 4:
+            cap.release(live.uid)
+        status_changed = live.reported.get("remote") != remote.get("status")
+        if obs.state == live.state and not status_changed:
+            return None
+        now = utcnow()
+        values: dict[str, Any] = {"state": obs.state, "reason": obs.reason[:2000]}
+        pvalues: dict[str, Any] = {"state": PLACEMENT_STATE[obs.state]}
+        event: tuple[str, str, dict[str, Any] | None] | None = None
+        if obs.state != live.state:
+            event = (obs.state, f"{live.cluster}: {obs.reason}", None)
+            before, after = ORDER[live.state], ORDER[obs.state]
+            if before < 2 <= after:  # admitted now (perhaps seen only once already running or done)
+                values["admitted_at"] = now
+                pvalues["admitted_at"] = now
+            if before < 3 <= after:
+                values["started_at"] = now
+            if after >= 4:
+                values["finished_at"] = now
+                values["remote_status"] = remote.get("status")
+                pvalues["finished_at"] = now
+                pvalues["ended_at"] = now
+                pvalues["outcome"] = obs.reason[:2000]
+        elif obs.state == live.state:
+            values = {}
+        t = Transition(
+            live.id,
+            live.generation,
+            values,
+            from_states=(live.state,),
+            placement_id=live.placement_id,
+            placement_values=pvalues if values else {},
+            event=event,
+            cluster=live.cluster,
+        )
+        return live, t, obs.state, obs.reason, remote
+
+    def _applied(self, live: Live, state: str, message: str) -> None:
+        if state == live.state:
+            return
+        old = live.state
+        live.state = state
+        if state == WorkloadState.ADMITTED:
+            self._emit(live, "Normal", "Admitted", f"admitted on {live.cluster}: {message}")
+        elif state == WorkloadState.PLACED and old != WorkloadState.PLACED:
+            self._emit(live, "Warning", "Evicted", f"on {live.cluster}: {message}")
+            self._arm_admission_timer(live)
+        elif state == WorkloadState.SUCCEEDED:
+            self._emit(live, "Normal", "Finished", f"succeeded on {live.cluster}")
+        elif state == WorkloadState.FAILED:
+            self._emit(live, "Warning", "Failed", f"failed on {live.cluster}: {message}")
+        if live.terminal:
+            live.finished_at = time.monotonic()
+            self._schedule_retention(live)
+            self._wake_placement()
+
+    async def _report(self, live: Live, state: str, message: str, remote: Obj | None) -> None:
+        assert self.manager is not None and self.intake is not None
+        try:
+            await write_manager(
+                self.manager,
+                self._adapter(live),
+                live,
+                self.intake.objects.get(live.uid),
+                state=state,
+                message=message,
+                remote=remote,
+            )
+        except KubeError as exc:
+            log.info("updating manager object %s failed (%s); will retry", live.key, exc)
+            live.reported.pop("remote", None)
+            if exc.transient or exc.conflict:
+                self.timers.add(time.monotonic() + 1.0, "resync", live.id, live.generation)
+
+    # -- clean-up -------------------------------------------------------------------------------------------
+
+    async def _clean(self, live: Live) -> None:
+        """Retention passed: delete the finished copy, mark the row cleaned, forget the workload."""
+        if live.cluster:
+            await self._delete_remote(live, live.cluster, self._adapter(live))
+        await self._retry(
+            "mark cleaned",
+            lambda: self.repo.apply(
+                [
+                    Transition(
+                        live.id, live.generation, {"cleaned_at": utcnow()}, from_states=tuple(WorkloadState.TERMINAL)
+                    )
+                ]
+            ),
+        )
+        live.cleaned = True
+        live.busy = False
+        self.live.drop(live)
+
+    async def _cancel(self, live: Live) -> None:
+        """The manager object is gone: cancel the workload and delete its copy."""
+        self.queue.remove(live.id)
+        if live.cluster in self.capacities:
+            self.capacities[live.cluster].release(live.uid)
+        values: dict[str, Any] = {"deleted": True}
+        if not live.terminal:
+            values.update(state=WorkloadState.CANCELLED, finished_at=utcnow(), reason="manager object deleted")
+        t = Transition(
+            live.id,
+            live.generation,
+            values,
+            placement_id=live.placement_id,
+            placement_values={"state": PlacementState.CANCELLED, "ended_at": utcnow()} if not live.terminal else {},
+            event=("Cancelled", "the manager object was deleted", None),
+            cluster=live.cluster,
+        )
+        await self._retry("cancel", lambda: self.repo.apply([t]))
+        if not live.terminal:
+            live.state = WorkloadState.CANCELLED
+        if live.cluster:
+            await self._delete_remote(live, live.cluster, self._adapter(live))
+        await self._retry(
+            "mark cleaned",
+            lambda: self.repo.apply([Transition(live.id, live.generation, {"cleaned_at": utcnow()})]),
+        )
+        live.cleaned = True
+        live.busy = False
+        self.live.drop(live)
+        self._wake_placement()
