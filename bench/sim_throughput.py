@@ -48,6 +48,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 TARGETS = {"get": 2000.0, "create": 1000.0}
+PHASES = ("get", "create", "create-job", "list", "watch")
 LIST_SIZE = 1000
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -141,6 +142,7 @@ class PhaseResult:
     errors: int = 0
     unit: str = "req/s"
     note: str = ""
+    client_cpu: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -252,7 +254,7 @@ async def closed_loop(
         latencies: list[float] = []
         count = errors = 0
         loop = asyncio.get_running_loop()
-        cpu0 = server.cpu_seconds()
+        cpu0, ccpu0 = server.cpu_seconds(), time.process_time()
         start = loop.time()
         deadline = start + seconds
 
@@ -269,13 +271,13 @@ async def closed_loop(
 
         await asyncio.gather(*(worker(i) for i in range(concurrency)))
         elapsed = loop.time() - start
-        cpu = server.cpu_seconds() - cpu0
+        cpu, ccpu = server.cpu_seconds() - cpu0, time.process_time() - ccpu0
     finally:
         if session is not None:
             await session.close()
         for c in conns:
             await c.close()
-    return PhaseResult(name, count, elapsed, cpu, latencies, errors)
+    return PhaseResult(name, count, elapsed, cpu, latencies, errors, client_cpu=ccpu)
 
 
 async def phase_get(server: Server, seconds: float, concurrency: int, client: str) -> PhaseResult:
@@ -372,7 +374,7 @@ async def phase_watch(server: Server, watchers: int, writes: int, timeout: float
                 ) as resp:
                     await resp.read()
 
-        cpu0 = server.cpu_seconds()
+        cpu0, ccpu0 = server.cpu_seconds(), time.process_time()
         start = time.perf_counter()
         await asyncio.gather(*(writer() for _ in range(8)))
         try:
@@ -380,7 +382,7 @@ async def phase_watch(server: Server, watchers: int, writes: int, timeout: float
         except TimeoutError:
             pass
         end = last_event if done.is_set() else time.perf_counter()
-        cpu = server.cpu_seconds() - cpu0
+        cpu, ccpu = server.cpu_seconds() - cpu0, time.process_time() - ccpu0
         for t in tasks:
             t.cancel()
         for t in tasks:
@@ -388,7 +390,7 @@ async def phase_watch(server: Server, watchers: int, writes: int, timeout: float
                 await t
     delivered = sum(seen)
     missing = watchers * writes - delivered
-    result = PhaseResult("watch", delivered, end - start, cpu, unit="events/s")
+    result = PhaseResult("watch", delivered, end - start, cpu, unit="events/s", client_cpu=ccpu)
     result.errors = missing
     result.note = f"{watchers} watchers x {writes} writes"
     return result
@@ -434,7 +436,7 @@ def print_table(title: str, results: list[PhaseResult]) -> bool:
     print(f"\n{title}")
     header = (
         f"{'phase':<12} {'count':>8} {'rate':>10} {'unit':<9} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'srv cpu':>8} {'cpu/op us':>10} {'1-core rate':>12} {'errors':>7}  target"
+        f"{'srv cpu':>8} {'cpu/op us':>10} {'1-core rate':>12} {'gen cpu':>8} {'errors':>7}  target"
     )
     print(header)
     print("-" * len(header))
@@ -447,9 +449,10 @@ def print_table(title: str, results: list[PhaseResult]) -> bool:
             ok = ok and passed
             verdict = f">= {target:.0f}/s {'PASS' if passed else 'FAIL'}"
         util = r.server_cpu / r.seconds * 100 if r.seconds else 0.0
+        gen = r.client_cpu / r.seconds * 100 if r.seconds else 0.0
         print(
             f"{r.name:<12} {r.count:>8} {r.rate:>10.0f} {r.unit:<9} {r.percentile(50):>8.2f} {r.percentile(99):>8.2f} "
-            f"{util:>7.0f}% {r.cpu_per_op_us:>10.0f} {r.one_core_rate:>12.0f} {r.errors:>7}  {verdict}"
+            f"{util:>7.0f}% {r.cpu_per_op_us:>10.0f} {r.one_core_rate:>12.0f} {gen:>7.0f}% {r.errors:>7}  {verdict}"
             + (f"  ({r.note})" if r.note else "")
         )
     return ok
@@ -471,18 +474,28 @@ async def run(args: argparse.Namespace) -> int:
         f"sim API throughput: {args.seconds:g} s per phase, {args.concurrency} {args.client} clients over HTTPS "
         f"(keep-alive); {pinning}"
     )
+    phases = set(args.phases.split(","))
+    unknown = phases - set(PHASES)
+    if unknown:
+        raise SystemExit(f"--phases: unknown phase {sorted(unknown)[0]!r}; expected some of {','.join(PHASES)}")
     all_ok = True
     modes = [False, True] if args.both else [args.controllers]
     for controllers in modes:
         proc, server = await start_server(controllers, server_cpu, args.profile)
         try:
-            results = [
-                await phase_get(server, args.seconds, args.concurrency, args.client),
-                await phase_create(server, args.seconds, args.concurrency, args.client),
-                await phase_create_job(server, args.seconds, args.concurrency, args.client),
-                await phase_list(server, args.seconds, max(1, min(4, args.concurrency)), args.client),
-                await phase_watch(server, args.watchers, args.writes, timeout=max(30.0, args.seconds * 10)),
-            ]
+            results = []
+            if "get" in phases:
+                results.append(await phase_get(server, args.seconds, args.concurrency, args.client))
+            if "create" in phases:
+                results.append(await phase_create(server, args.seconds, args.concurrency, args.client))
+            if "create-job" in phases:
+                results.append(await phase_create_job(server, args.seconds, args.concurrency, args.client))
+            if "list" in phases:
+                list_clients = max(1, min(4, args.concurrency))
+                results.append(await phase_list(server, args.seconds, list_clients, args.client))
+            if "watch" in phases:
+                watch_timeout = max(30.0, args.seconds * 10)
+                results.append(await phase_watch(server, args.watchers, args.writes, timeout=watch_timeout))
         finally:
             await stop_server(proc)
         title = "controllers ON (kueue, jobs, scheduler, kubelet)" if controllers else "API only (controllers off)"
@@ -510,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         default="raw",
         help="load generator for request/response phases: a minimal HTTP/1.1 client (default) or aiohttp's",
     )
+    parser.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated subset of {','.join(PHASES)}")
     parser.add_argument("--controllers", action="store_true", help="run Kueue, job controller, scheduler, kubelet")
     parser.add_argument("--both", action="store_true", help="measure without, then with the controllers")
     parser.add_argument("--profile", help="write a cProfile of the server process to this file")

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tenacity import wait_exponential_jitter
+from tenacity import wait_exponential, wait_random
 
 from .client import ClusterClient, KubeError, Resource
 
@@ -68,7 +68,7 @@ class Informer:
         self.rewatches = 0
         self.connected = False
         self._task: asyncio.Task[None] | None = None
-        self._wait = wait_exponential_jitter(initial=0.2, max=30.0, jitter=0.5)
+        self._wait = wait_exponential(multiplier=0.2, max=30.0) + wait_random(0, 0.5)
 
     @property
     def name(self) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import errors
 from .conversion import convert
-from .errors import ApiError, Cause
+from .errors import ApiError, Cause, field_invalid
 from .managed_fields import apply_config, record_update
 from .patch import apply_json_patch, apply_merge_patch, apply_strategic_merge_patch, clone
 from .registry import Registry, ResourceType
@@ -338,7 +338,9 @@ class Api:
         token_out = None
         if remaining and last_key is not None:
             token_out = base64.b64encode(json.dumps({"rv": list_rv, "start": list(last_key)}).encode()).decode()
-        return ListResult(items, str(self.store.rv), token_out, remaining if token_out else None)
+        # A continued list answers with the version of its first page, as a paginated etcd read does: a
+        # watch started from it replays whatever changed while the pages were read.
+        return ListResult(items, str(list_rv), token_out, remaining if token_out else None)
 
     def watch(
         self,
@@ -419,7 +421,12 @@ class Api:
             meta.pop("namespace", None)
         if not meta.get("name"):
             if meta.get("generateName"):
-                meta["name"] = meta["generateName"] + "".join(self._rng.choice(_NAME_CHARS) for _ in range(5))
+                # 5 random characters collide after a few thousand names; like the real server (RetryGenerateName,
+                # GA in 1.32) take another suffix when the generated name is taken, up to 8 tries.
+                for _ in range(8):
+                    meta["name"] = meta["generateName"] + "".join(self._rng.choice(_NAME_CHARS) for _ in range(5))
+                    if self.store.get(rt.key, meta.get("namespace", ""), meta["name"]) is None:
+                        break
             else:
                 raise errors.invalid(
                     rt.kind,
@@ -491,6 +498,16 @@ class Api:
         if body_name and body_name != name:
             raise errors.bad_request(
                 f"the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )
+        body_uid = (body.get("metadata") or {}).get("uid")
+        if body_uid and body_uid != current["metadata"].get("uid"):
+            # A uid in the body is a precondition (an object copied from elsewhere, or from before a re-create).
+            raise errors.conflict(
+                rt.plural,
+                rt.group,
+                name,
+                f"Precondition failed: UID in precondition: {body_uid}, "
+                f"UID in object meta: {current['metadata'].get('uid')}",
             )
         body_rv = (body.get("metadata") or {}).get("resourceVersion")
         if not body_rv and not self.strategy(rt).unconditional_update:
@@ -627,6 +644,10 @@ class Api:
             new = clone(new)
         cur_meta = current["metadata"]
         meta = new.setdefault("metadata", {})
+        if meta.get("uid") and meta["uid"] != cur_meta.get("uid"):
+            raise errors.invalid(
+                rt.kind, rt.group, cur_meta["name"], [field_invalid("metadata.uid", meta["uid"], "field is immutable")]
+            )
         for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "namespace", "name"):
             if key in cur_meta:
                 meta[key] = cur_meta[key]

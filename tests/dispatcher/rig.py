@@ -1,0 +1,162 @@
+"""A test rig: simulated clusters, a database, and the dispatcher, all in the test's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dispatcher import DEFAULT_CONTROLLER_NAME
+from dispatcher.adapters.job import JobAdapter
+from dispatcher.config import DispatcherConfig, Policy, load_config
+from dispatcher.kube.client import ClusterClient, connect
+from dispatcher.service import Dispatcher
+from dispatcher.sim.world import SimWorld, WorldOptions
+from dispatcher.store.engine import make_engine
+from dispatcher.store.migrate import upgrade
+from dispatcher.store.models import Workload
+from dispatcher.store.repo import Repo
+
+Obj = dict[str, Any]
+T = TypeVar("T")
+JOBS = JobAdapter.resource
+
+
+async def eventually(probe: Callable[[], Awaitable[T | None]], *, timeout: float = 30.0, what: str = "condition") -> T:
+    """Poll ``probe`` (cheap, in-memory or one query) until it returns something truthy, or fail."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}; last value: {last!r}")
+
+
+def job(
+    name: str,
+    namespace: str = "team-a",
+    *,
+    cpu: str = "1",
+    memory: str = "1Gi",
+    limits: Obj | None = None,
+    seconds: float = 1.0,
+    parallelism: int = 1,
+    queue: str = "user-queue",
+    priority: str | None = None,
+    managed: bool = False,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
+    resources: Obj = {"requests": {"cpu": cpu, "memory": memory}}
+    if limits:
+        resources["limits"] = limits
+    spec: Obj = {
+        "parallelism": parallelism,
+        "completions": parallelism,
+        "backoffLimit": 0,
+        "template": {
+            "metadata": {"annotations": {"sim.dispatcher.io/run-seconds": f"{seconds:g}"}},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "busybox:1.36", "resources": resources}],
+            },
+        },
+    }
+    if managed:
+        spec["managedBy"] = DEFAULT_CONTROLLER_NAME
+    else:
+        spec["suspend"] = True
+    labels = {"kueue.x-k8s.io/queue-name": queue}
+    if priority:
+        labels["kueue.x-k8s.io/priority-class"] = priority
+    meta: Obj = {"name": name, "namespace": namespace, "labels": labels}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+@dataclass
+class Rig:
+    world: SimWorld
+    config: DispatcherConfig
+    repo: Repo
+    dispatcher: Dispatcher
+    manager: ClusterClient
+    workers: dict[str, ClusterClient] = field(default_factory=dict)
+
+    async def submit(self, obj: Obj) -> Obj:
+        return await self.manager.create(JOBS, obj["metadata"]["namespace"], obj)
+
+    async def row(self, namespace: str, name: str) -> Workload | None:
+        return await self.repo.get_workload(namespace, name)
+
+    async def wait_state(self, namespace: str, name: str, *states: str, timeout: float = 30.0) -> Workload:
+        async def probe() -> Workload | None:
+            row = await self.row(namespace, name)
+            return row if row is not None and row.state in states else None
+
+        return await eventually(probe, timeout=timeout, what=f"{namespace}/{name} in {states}")
+
+    async def copies(self, namespace: str, name: str) -> dict[str, Obj]:
+        """Remote copies of a manager Job, by worker."""
+        out = {}
+        for wname, client in self.workers.items():
+            obj = await client.get(JOBS, namespace, name)
+            if obj is not None:
+                out[wname] = obj
+        return out
+
+
+async def start_rig(
+    tmp: Path,
+    db_url: str,
+    *,
+    workers: int = 3,
+    gpu_workers: int = 1,
+    policy: Policy | None = None,
+    weights: dict[str, float] | None = None,
+    run_seconds: float = 1.0,
+) -> Rig:
+    world = SimWorld(WorldOptions(workers=workers, gpu_workers=gpu_workers, default_run_seconds=run_seconds))
+    await world.start()
+    await asyncio.to_thread(world.write_files, tmp)
+    loaded = load_config(tmp / "clusters.yaml")
+    worker_configs = tuple(replace(w, weight=(weights or {}).get(w.name, w.weight)) for w in loaded.workers)  # type: tuple[WorkerConfig, ...]
+    config = replace(
+        loaded,
+        workers=worker_configs,
+        policy=policy
+        or Policy(
+            admission_timeout=60.0, lost_timeout=20.0, suspect_after=5.0, finished_retention=600.0, gc_interval=1.0
+        ),
+        database_url=db_url,
+    )
+    engine = make_engine(db_url)
+    await upgrade(engine)
+    repo = Repo(engine)
+    dispatcher = Dispatcher(config, repo, probe_interval=0.3)
+    await dispatcher.start()
+    manager = await connect("manager-test", config.manager)
+    rig = Rig(world, config, repo, dispatcher, manager)
+    for w in config.workers:
+        rig.workers[w.name] = await connect(f"{w.name}-test", w.kube)
+
+    async def ready() -> bool:
+        caps = dispatcher.capacities.values()
+        return all(c.synced and c.health == "Ready" for c in caps)
+
+    await eventually(ready, timeout=20, what="every worker synced and Ready")
+    return rig
+
+
+async def stop_rig(rig: Rig) -> None:
+    await rig.dispatcher.stop()
+    await rig.manager.close()
+    for c in rig.workers.values():
+        await c.close()
+    await rig.repo.engine.dispose()
+    await rig.world.stop()
