@@ -32,18 +32,18 @@ import json
 import os
 import signal
 import ssl
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-REPO = Path(__file__).resolve().parents[1]
+SCRIPT = Path(__file__).resolve()
+REPO = SCRIPT.parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
@@ -102,7 +102,7 @@ async def _serve(info_path: Path, controllers: bool, profile: str | None) -> Non
         profiler = cProfile.Profile()
         profiler.enable()
     await stop.wait()
-    if profiler is not None:
+    if profiler is not None and profile:
         profiler.disable()
         profiler.dump_stats(profile)
     await cluster.stop()
@@ -309,9 +309,7 @@ async def phase_create_job(server: Server, seconds: float, concurrency: int, cli
                 "template": {
                     "spec": {
                         "restartPolicy": "Never",
-                        "containers": [
-                            {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "10m"}}}
-                        ],
+                        "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "10m"}}}],
                     }
                 },
             },
@@ -377,10 +375,8 @@ async def phase_watch(server: Server, watchers: int, writes: int, timeout: float
         cpu0, ccpu0 = server.cpu_seconds(), time.process_time()
         start = time.perf_counter()
         await asyncio.gather(*(writer() for _ in range(8)))
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(done.wait(), timeout)
-        except TimeoutError:
-            pass
         end = last_event if done.is_set() else time.perf_counter()
         cpu, ccpu = server.cpu_seconds() - cpu0, time.process_time() - ccpu0
         for t in tasks:
@@ -399,10 +395,12 @@ async def phase_watch(server: Server, watchers: int, writes: int, timeout: float
 # ---- driver --------------------------------------------------------------------------------------------------------
 
 
-async def start_server(controllers: bool, cpu: int | None, profile: str | None) -> tuple[asyncio.subprocess.Process, Server]:
+async def start_server(
+    controllers: bool, cpu: int | None, profile: str | None
+) -> tuple[asyncio.subprocess.Process, Server]:
     tmpdir = Path(tempfile.mkdtemp(prefix="sim-bench-"))
     info = tmpdir / "server.json"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--serve", "--info", str(info)]
+    cmd = [sys.executable, str(SCRIPT), "--serve", "--info", str(info)]
     if controllers:
         cmd.append("--controllers")
     if cpu is not None:

@@ -124,6 +124,7 @@ class Dispatcher:
         self._priority_informer: Informer | None = None
         self._warned: dict[int, str] = {}
         self._resume_placing: list[Live] = []
+        self._stopping = False
         self.started = asyncio.Event()
         self.placements_made = 0
 
@@ -184,11 +185,19 @@ class Dispatcher:
         self.started.set()
 
     async def stop(self) -> None:
-        for t in [*self._tasks, *self._steps]:
-            t.cancel()
-        for t in [*self._tasks, *self._steps]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        """Stop every loop and step. Steps are idempotent, so one cut short is resumed from SQL next start."""
+        self._stopping = True
+        pending = {*self._tasks, *self._steps}
+        # asyncio.wait_for on Python 3.11 can swallow a cancellation that races with a completed read, so a
+        # task may need to be cancelled more than once; every retry loop also checks ``_stopping``.
+        for _ in range(50):
+            if not pending:
+                break
+            for t in pending:
+                t.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.2)
+        if pending:
+            log.warning("%d tasks did not stop", len(pending))
         self._tasks.clear()
         await self.health.stop()
         if self.intake is not None:
@@ -295,6 +304,8 @@ class Dispatcher:
         """Retry a SQL write until it succeeds (the database being down must not lose a step)."""
         delay = 0.2
         while True:
+            if self._stopping:
+                raise asyncio.CancelledError
             try:
                 return await call()
             except asyncio.CancelledError:
@@ -514,6 +525,8 @@ class Dispatcher:
         adapter = self._adapter(live)
         delay = 0.2
         while True:
+            if self._stopping:
+                return
             if live.deleted or live.generation != generation:
                 break
             manager_obj = self.intake.objects.get(live.uid)
@@ -655,6 +668,8 @@ class Dispatcher:
             return  # not ours
         delay = 0.2
         while True:
+            if self._stopping:
+                raise asyncio.CancelledError  # never go on as if the copy were gone
             try:
                 await delete_copy(client, adapter.resource, live.namespace, live.name, uid)
                 return

@@ -53,8 +53,11 @@ KUBE_VERSION = {
 PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version")
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(obj).encode()
 
 
 def _json(obj: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:
@@ -114,6 +117,9 @@ class ApiServer:
         self._watch_tasks: set[asyncio.Task[Any]] = set()
         self._openapi_cache: dict[tuple[str, str], bytes] = {}
         self._discovery_cache: dict[str, bytes] = {}
+        #: Encoded watch events by (resource, version, type, uid, resourceVersion): N watchers of one change
+        #: share one encoding. Bounded by clearing; an object's state is fixed by its resourceVersion.
+        self._event_cache: dict[tuple[str, str, str, str, str], bytes] = {}
         self.tls = tls
         #: Made once, so a restart serves the same certificate on the same port.
         self._ssl_context = tls.server_context() if tls is not None else None
@@ -445,6 +451,8 @@ class ApiServer:
                 res = api.create(t.rt, t.version, t.namespace, await self._body(request), self._options(request))
                 return _json(res.obj, 201, res.warnings)
             if method == "DELETE":
+                if "deletecollection" not in t.rt.verbs:
+                    raise errors.method_not_supported(t.rt.plural, t.rt.group, "deletecollection")
                 body = await self._body(request)
                 opts = self._delete_options(request, body)
                 deleted = api.delete_collection(
@@ -583,7 +591,9 @@ class ApiServer:
         try:
             await resp.prepare(request)
             await self._pump(resp, stream, t, table, bookmarks, timeout)
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:
+            return resp  # the client went away: the watch simply ends, as on a real server
+        except asyncio.CancelledError:
             stream.close()
             raise
         finally:
@@ -622,4 +632,19 @@ class ApiServer:
                     t.rt, t.version, [obj], resource_version=obj["metadata"].get("resourceVersion", ""), header=first
                 )
                 first = False
-            await resp.write(_dumps({"type": kind, "object": obj}) + b"\n")
+                await resp.write(_dumps({"type": kind, "object": obj}) + b"\n")
+            else:
+                await resp.write(self._event_line(t, kind, obj))
+
+    def _event_line(self, t: _Target, kind: str, obj: Obj) -> bytes:
+        meta = obj.get("metadata") or {}
+        uid, rv = meta.get("uid"), meta.get("resourceVersion")
+        if kind == "BOOKMARK" or not uid or not rv:
+            return _dumps({"type": kind, "object": obj}) + b"\n"
+        key = (t.rt.key, t.version, kind, str(uid), str(rv))
+        line = self._event_cache.get(key)
+        if line is None:
+            if len(self._event_cache) >= 4096:
+                self._event_cache.clear()
+            line = self._event_cache[key] = _dumps({"type": kind, "object": obj}) + b"\n"
+        return line

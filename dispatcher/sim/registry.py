@@ -19,15 +19,18 @@ __all__ = ["Registry", "ResourceType"]
 STANDARD_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
-def _path(*keys: str) -> FieldGetter:
+def _path(*keys: str, default: str | None = None) -> FieldGetter:
+    """A field-selector getter; ``default`` is what the server's field set holds when the field is unset
+    (Go formats the zero value: ``strconv.FormatBool(false)``, ``strconv.Itoa(0)``)."""
+
     def get(obj: Mapping[str, Any]) -> str | None:
         cur: Any = obj
         for k in keys:
             if not isinstance(cur, Mapping):
-                return None
+                return default
             cur = cur.get(k)
         if cur is None:
-            return None
+            return default
         if isinstance(cur, bool):
             return "true" if cur else "false"
         return str(cur)
@@ -125,7 +128,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         namespaced=False,
         short=("no",),
         sub=("status",),
-        fields={"spec.unschedulable": _path("spec", "unschedulable")},
+        fields={"spec.unschedulable": _path("spec", "unschedulable", default="false")},
     ),
     _builtin(
         "",
@@ -139,6 +142,7 @@ BUILTINS: tuple[ResourceType, ...] = (
             "spec.schedulerName": _path("spec", "schedulerName"),
             "spec.restartPolicy": _path("spec", "restartPolicy"),
             "spec.serviceAccountName": _path("spec", "serviceAccountName"),
+            "spec.hostNetwork": _path("spec", "hostNetwork", default="false"),
             "status.phase": _path("status", "phase"),
             "status.podIP": _path("status", "podIP"),
             "status.nominatedNodeName": _path("status", "nominatedNodeName"),
@@ -172,7 +176,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         "jobs",
         categories=("all",),
         sub=("status",),
-        fields={"status.successful": _path("status", "succeeded")},
+        fields={"status.successful": _path("status", "succeeded", default="0")},
     ),
     _builtin("coordination.k8s.io", "Lease", "leases"),
     _builtin("apps", "Deployment", "deployments", short=("deploy",), categories=("all",), sub=("status", "scale")),

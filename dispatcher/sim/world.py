@@ -40,6 +40,8 @@ class WorldOptions:
     manager_kueue: bool = False
     bookmark_interval: float = 5.0
     admin_port: int = 0
+    #: Serve the clusters over HTTPS with self-signed certificates (kubectl needs it for bearer tokens).
+    tls: bool = True
 
 
 @contextlib.contextmanager
@@ -82,6 +84,7 @@ class SimWorld:
                 jobs=True,
                 default_run_seconds=opts.default_run_seconds,
                 bookmark_interval=opts.bookmark_interval,
+                tls=opts.tls,
             ),
         )
         self.workers: list[SimCluster] = []
@@ -96,6 +99,7 @@ class SimWorld:
                         hami=gpu,
                         default_run_seconds=opts.default_run_seconds,
                         bookmark_interval=opts.bookmark_interval,
+                        tls=opts.tls,
                     ),
                 )
             )

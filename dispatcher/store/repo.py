@@ -334,4 +334,3 @@ class Repo:
             return
         async with self.sessions.begin() as s:
             s.add_all(events)
-

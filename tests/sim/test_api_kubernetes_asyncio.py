@@ -212,6 +212,7 @@ async def test_core_v1_resource_list(core: k8s.CoreV1Api) -> None:
     assert resources["pods/binding"].verbs == ["create"]
     assert resources["namespaces"].namespaced is False
     assert resources["namespaces"].short_names == ["ns"]
+    assert "deletecollection" not in resources["namespaces"].verbs
     assert resources["nodes"].namespaced is False
     for name in ("secrets", "configmaps", "events"):
         assert resources[name].namespaced is True
@@ -458,6 +459,34 @@ async def test_list_paging_with_limit_and_continue(core: k8s.CoreV1Api) -> None:
     assert err.value.status == 400
 
 
+async def test_paged_list_version_lets_a_watch_catch_up(core: k8s.CoreV1Api) -> None:
+    for name in ("m-1", "m-2", "m-3", "m-4"):
+        await core.create_namespaced_config_map(NS, configmap(name, {"set": "m"}))
+    first = await core.list_namespaced_config_map(NS, label_selector="set=m", limit=2)
+    # Created while paging, before the cursor: the pages miss it...
+    await core.create_namespaced_config_map(NS, configmap("m-0", {"set": "m"}))
+    second = await core.list_namespaced_config_map(
+        NS, label_selector="set=m", limit=2, _continue=first.metadata._continue
+    )
+    names = [i.metadata.name for i in first.items + second.items]
+    assert names == ["m-1", "m-2", "m-3", "m-4"]
+    # ...so the list's version is that of its first page, and a watch from it replays the creation.
+    assert second.metadata.resource_version == first.metadata.resource_version
+    w = watch.Watch()
+    replayed = [
+        (e["type"], e["object"].metadata.name)
+        async for e in w.stream(
+            core.list_namespaced_config_map,
+            NS,
+            label_selector="set=m",
+            resource_version=second.metadata.resource_version,
+            timeout_seconds=1,
+        )
+    ]
+    await w.close()
+    assert replayed == [("ADDED", "m-0")]
+
+
 async def test_continue_token_expires_after_compaction(sim_cluster: SimCluster, core: k8s.CoreV1Api) -> None:
     for i in range(4):
         await core.create_namespaced_config_map(NS, configmap(f"exp-{i}"))
@@ -516,6 +545,21 @@ async def test_field_selectors(core: k8s.CoreV1Api, batch: k8s.BatchV1Api) -> No
     assert [i.metadata.name for i in both.items] == ["different"]
     in_ns = await core.list_namespaced_config_map("other", field_selector="metadata.name=same")
     assert [(i.metadata.namespace, i.metadata.name) for i in in_ns.items] == [("other", "same")]
+    # Kind-specific fields; an unset field compares as Go's zero value, as the server's field sets hold it.
+    await core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "open"}})
+    await core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "cordoned"}})
+    await core.patch_node("cordoned", {"spec": {"unschedulable": True}}, _content_type=MERGE)
+    schedulable = await core.list_node(field_selector="spec.unschedulable=false")
+    assert [n.metadata.name for n in schedulable.items] == ["open"]
+    cordoned = await core.list_node(field_selector="spec.unschedulable=true")
+    assert [n.metadata.name for n in cordoned.items] == ["cordoned"]
+    await batch.create_namespaced_job(NS, job_body("fresh"))
+    unfinished = await batch.list_namespaced_job(NS, field_selector="status.successful=0")
+    assert [j.metadata.name for j in unfinished.items] == ["fresh"]
+    await core.create_namespaced_pod(NS, pod_body("unbound"))
+    unbound = await core.list_namespaced_pod(NS, field_selector="spec.nodeName=,status.phase=Pending")
+    assert [p.metadata.name for p in unbound.items] == ["unbound"]
+    assert (await core.list_namespaced_pod(NS, field_selector="spec.hostNetwork=false")).items
     with pytest.raises(ApiException) as err:
         await batch.list_namespaced_job(NS, field_selector="spec.parallelism=1")
     assert err.value.status == 400
@@ -569,9 +613,13 @@ async def test_watch_without_version_starts_with_current_state(core: k8s.CoreV1A
     await core.create_namespaced_config_map(NS, configmap("existing"))
     w = watch.Watch()
     events = []
+    started = asyncio.get_running_loop().time()
     async for event in w.stream(core.list_namespaced_config_map, NS, timeout_seconds=1):
         events.append((event["type"], event["object"].metadata.name))
+    elapsed = asyncio.get_running_loop().time() - started
     await w.close()
+    # timeoutSeconds: the server ends the stream after about that long.
+    assert 0.9 <= elapsed < 5
     assert ("ADDED", "existing") in events
     assert all(t == "ADDED" for t, _ in events)
 
@@ -756,6 +804,29 @@ async def test_create_with_resource_version_is_refused(api_client: k8s.ApiClient
     assert (await raw_request(api_client, "GET", f"/api/v1/namespaces/{NS}/configmaps/copy")).status == 404
     del copy["metadata"]["resourceVersion"]
     assert (await raw_request(api_client, "POST", f"/api/v1/namespaces/{NS}/configmaps", copy)).status == 201
+
+
+async def test_uid_is_a_precondition_of_put_and_immutable_in_patch(
+    api_client: k8s.ApiClient, core: k8s.CoreV1Api
+) -> None:
+    old = await core.create_namespaced_config_map(NS, configmap("reborn", data={"v": "1"}))
+    await core.delete_namespaced_config_map("reborn", NS)
+    new = await core.create_namespaced_config_map(NS, configmap("reborn", data={"v": "2"}))
+    stale = api_client.sanitize_for_serialization(old)
+    del stale["metadata"]["resourceVersion"]  # an unconditional PUT, but of the object before the re-create
+    path = f"/api/v1/namespaces/{NS}/configmaps/reborn"
+    resp = await raw_request(api_client, "PUT", path, stale)
+    assert resp.status == 409
+    assert resp.body["reason"] == "Conflict"
+    assert resp.body["message"] == (
+        f'Operation cannot be fulfilled on configmaps "reborn": Precondition failed: '
+        f"UID in precondition: {old.metadata.uid}, UID in object meta: {new.metadata.uid}"
+    )
+    resp = await raw_request(api_client, "PATCH", path, {"metadata": {"uid": old.metadata.uid}}, content_type=MERGE)
+    assert resp.status == 422
+    assert resp.body["details"]["causes"][0]["field"] == "metadata.uid"
+    assert "field is immutable" in resp.body["message"]
+    assert (await core.read_namespaced_config_map("reborn", NS)).data == {"v": "2"}
 
 
 async def test_delete_preconditions_and_dry_run(api_client: k8s.ApiClient, core: k8s.CoreV1Api) -> None:
@@ -1247,6 +1318,12 @@ async def test_delete_collection(core: k8s.CoreV1Api) -> None:
     await core.delete_collection_namespaced_config_map(NS, label_selector="group=drop")
     left = await core.list_namespaced_config_map(NS, label_selector="group")
     assert [i.metadata.name for i in left.items] == ["dc-keep"]
+    # Namespaces do not offer deletecollection.
+    with pytest.raises(ApiException) as err:
+        await core.api_client.call_api("/api/v1/namespaces", "DELETE", auth_settings=["BearerToken"])
+    assert err.value.status == 405
+    assert status_of(err.value)["reason"] == "MethodNotAllowed"
+    assert (await core.read_namespace(NS)).status.phase == "Active"
 
 
 async def _wait_async(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> None:

@@ -453,3 +453,22 @@ async def test_restart_fault_keeps_port_and_certificate(kubectl: Kubectl) -> Non
     # The kubeconfig written before the restart still works: same port, same CA.
     _, rows = table(await kubectl.ok("get", "namespaces"))
     assert "default" in {r["NAME"] for r in rows}
+
+
+async def test_plain_http_option(tmp_path: Path) -> None:
+    """``ClusterOptions(tls=False)`` serves plain http (for tests that need it); kubectl still reaches the public
+    endpoints, and refuses to send the bearer token over http, which is why TLS is the default."""
+    cluster = SimCluster("plain", ClusterOptions(tls=False, kueue=False, jobs=False, scheduler=False, kubelet=False))
+    await cluster.start()
+    try:
+        config = cluster.kubeconfig()
+        assert cluster.url.startswith("http://127.0.0.1:")
+        assert "certificate-authority-data" not in config["clusters"][0]["cluster"]
+        k = Kubectl(cluster, tmp_path / "plain.kubeconfig", tmp_path / "cache", tmp_path)
+        k.write_kubeconfig("plain.kubeconfig", config)
+        version = json.loads(await k.ok("get", "--raw", "/version"))
+        assert version["major"] == "1"
+        denied = await k("get", "namespaces")
+        assert denied.code != 0 and "You must be logged in to the server" in denied.err
+    finally:
+        await cluster.stop()

@@ -300,3 +300,28 @@ async def test_explain_prints_every_workers_score_or_reason(rig: Rig) -> None:
     assert "yes" in lines[f"{row.cluster}"] and "quotaHeadroom=" in lines[f"{row.cluster}"]
     assert "no HAMi GPU nodes" in lines["worker-1"]
     assert f"placed on {row.cluster}" in text
+
+
+async def test_a_restarted_dispatcher_resumes_from_sql_and_runs_each_job_once(tmp_path: Path, db_url: str) -> None:
+    from dispatcher.service import Dispatcher
+
+    r = await start_rig(tmp_path, db_url)
+    try:
+        names = [f"resume-{i}" for i in range(8)]
+        await asyncio.gather(*(r.submit(job(n, seconds=2)) for n in names))
+
+        async def some_placed() -> bool:
+            counts = await r.repo.count_by_state()
+            return sum(counts.get(s, 0) for s in (WorkloadState.PLACED, WorkloadState.RUNNING)) >= 2
+
+        await eventually(some_placed, what="some jobs placed before the restart")
+        await r.dispatcher.stop()  # as if the process died: nothing is flushed beyond what SQL already has
+        r.dispatcher = Dispatcher(r.config, r.repo, probe_interval=0.3)
+        await r.dispatcher.start()
+        for n in names:
+            row = await r.wait_state("team-a", n, WorkloadState.SUCCEEDED, timeout=60)
+            copies = await r.copies("team-a", n)
+            assert list(copies) == [row.cluster], f"{n}: exactly one copy, on {row.cluster}; found {list(copies)}"
+            assert len([p for p in row.placements if p.state == PlacementState.SUCCEEDED]) == 1
+    finally:
+        await stop_rig(r)
