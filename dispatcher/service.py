@@ -34,6 +34,7 @@ from .adapters.job import JobAdapter
 from .capacity import WorkerView
 from .config import DispatcherConfig
 from .events import EventRecorder
+from .failover import Failover, fence_until_done
 from .gc import GarbageCollector
 from .health import HealthMachine, HealthMonitor, HealthState
 from .intake import Intake, PriorityResolver
@@ -115,6 +116,8 @@ class Dispatcher:
         interval = probe_interval if probe_interval is not None else max(0.5, min(5.0, self.policy.suspect_after / 3))
         self.health = HealthMonitor(interval=interval, on_change=self._on_health)
         self.gc = GarbageCollector(self)
+        self.failover = Failover(self)
+        self._stop_event = asyncio.Event()
         self._wake = asyncio.Event()
         self._unpark = False
         self._dirty: set[int] = set()
@@ -187,6 +190,7 @@ class Dispatcher:
     async def stop(self) -> None:
         """Stop every loop and step. Steps are idempotent, so one cut short is resumed from SQL next start."""
         self._stopping = True
+        self._stop_event.set()
         pending = {*self._tasks, *self._steps}
         # asyncio.wait_for on Python 3.11 can swallow a cancellation that races with a completed read, so a
         # task may need to be cancelled more than once; every retry loop also checks ``_stopping``.
@@ -342,18 +346,75 @@ class Dispatcher:
         cap = self.capacities.get(name)
         if cap is None:
             return
-        if new == HealthState.RECOVERING:
-            # Issue-4 fencing hooks in here; until then a recovered worker is trusted after a GC pass.
-            self.gc.request(name)
-            machine = self.health.machines.get(name)
-            if machine is not None:
-                machine.recovered(time.monotonic())
-            new = HealthState.READY
         cap.health = new
         cap.touch()
-        self._spawn(self._retry("record health", lambda: self.repo.update_cluster(name, health=new)))
-        if new == HealthState.READY:
+        self._record_health(name, new)
+        if new == HealthState.LOST:
+            self._spawn(self._worker_lost(name))
+        elif new == HealthState.RECOVERING:
+            self._spawn(self._recover_worker(name))
+        elif new == HealthState.READY:
             self._wake_placement()
+
+    async def _worker_lost(self, name: str) -> None:
+        await self.failover.worker_lost(name)
+
+    def _record_health(self, name: str, state: str) -> None:
+        self._spawn(self._retry("record health", lambda: self.repo.update_cluster(name, health=state)))
+
+    async def _recover_worker(self, name: str) -> None:
+        """A Lost worker answers again: fence it (delete stale copies), then trust it."""
+        if not await fence_until_done(self.failover, name, self._stop_event):
+            return
+        machine = self.health.machines.get(name)
+        if machine is None or machine.state != HealthState.RECOVERING:
+            return  # lost again meanwhile
+        machine.recovered(time.monotonic())
+        cap = self.capacities[name]
+        cap.health = HealthState.READY
+        cap.touch()
+        self._record_health(name, HealthState.READY)
+        for live in list(self.live.by_id.values()):
+            if live.cluster == name:
+                self._mark_dirty(live.id)
+        self._wake_placement()
+
+    # -- small public surface used by failover, gc and the API -------------------------------------------
+
+    async def retry_sql(self, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
+        return await self._retry(what, call)
+
+    def emit(self, live: Live, type_: str, reason: str, message: str) -> None:
+        self._emit(live, type_, reason, message)
+
+    def spawn(self, coro: Awaitable[None], live: Live | None = None) -> None:
+        self._spawn(coro, live)
+
+    async def report(self, live: Live, state: str, message: str, remote: Obj | None) -> None:
+        await self._report(live, state, message, remote)
+
+    def wake_placement(self) -> None:
+        self._wake_placement()
+
+    def after_terminal(self, live: Live) -> None:
+        """A workload ended without its copy reporting it (e.g. WorkerLost): start its retention clock."""
+        self._schedule_retention(live)
+        self._wake_placement()
+
+    def requeue(self, live: Live, generation: int) -> None:
+        """SQL moved ``live`` back to Pending at ``generation``: mirror that in memory and queue it."""
+        live.generation = generation
+        live.state = WorkloadState.PENDING
+        self.live.set_remote(live, None, None)
+        live.placement_id = None
+        live.decision_summary = ""
+        live.reported.clear()
+        if live.deleted:
+            if not live.busy:
+                live.busy = True
+                self._spawn(self._cancel(live), live)
+            return
+        self.queue.push(live.pending())
 
     def _on_new(self, rows: list[Workload]) -> None:
         mono, wall = time.monotonic(), time.time()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from . import labels as L
@@ -110,6 +111,25 @@ def manager_report(live: Live, state: str, message: str, remote_status: Obj | No
     return out
 
 
+def failed_status(local: Obj, message: str, reason: str = "WorkerLost") -> Obj:
+    """A Failed status for a manager Job the dispatcher manages, in the form the Job status rules accept."""
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = dict(local.get("status") or {})
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") not in ("FailureTarget", "Failed")]
+    for ctype in ("FailureTarget", "Failed"):
+        conditions.append(
+            {
+                "type": ctype,
+                "status": "True",
+                "reason": reason,
+                "message": message[:1000],
+                "lastProbeTime": now,
+                "lastTransitionTime": now,
+            }
+        )
+    return {"conditions": conditions, "startTime": status.get("startTime") or now, "active": 0}
+
+
 async def write_manager(
     manager: ClusterClient,
     adapter: Adapter,
@@ -132,7 +152,14 @@ async def write_manager(
                 raise
             return
         live.reported["annotations"] = annotations
-    if live.status_mode != "status" or local is None or remote is None:
+    if live.status_mode != "status" or local is None:
+        return
+    if remote is None:
+        if state == WorkloadState.FAILED and not live.reported.get("failed"):
+            await manager.patch(
+                res, live.namespace, live.name, {"status": failed_status(local, message)}, subresource="status"
+            )
+            live.reported["failed"] = True
         return
     if state in (WorkloadState.ADMITTED, WorkloadState.RUNNING, WorkloadState.SUCCEEDED, WorkloadState.FAILED):
         activate = adapter.activate_patch(local)

@@ -1,0 +1,207 @@
+"""Failover and fencing: what happens when a worker is lost, and when it comes back.
+
+**Lost** (no answer for ``policy.lostTimeout``; see :mod:`.health`): every workload placed there and not
+known to have finished goes back to Pending with its generation raised, in one SQL transaction, and is
+placed elsewhere. The manager object gets a Warning Event and the placement history keeps the lost
+attempt (state ``Lost``). A workload annotated ``kueue-dispatcher.io/no-failover: "true"`` is failed
+with reason ``WorkerLost`` instead: it must never run twice, and a lost worker may still be running it.
+A workload whose finish was seen before the loss is left finished.
+
+**Fencing**: a Lost worker that answers again is ``Recovering``: it gets no new placements and its
+status is not used until every copy there from an older generation (or of a workload it no longer
+owns) has been deleted — listed fresh from the worker, not from a cache that may predate the loss.
+Only then is it Ready. Status from a stale generation never reaches the manager anyway: the status
+sync only reads copies whose generation label matches the workload's current generation.
+
+What is guaranteed: no workload is lost; a workload is never placed on two workers by the dispatcher
+at the same generation; stale copies are deleted before their worker is trusted again. What is not: a
+*partitioned* worker (alive, unreachable) keeps running the copies it has, so a workload failed over
+from it may run twice until the partition heals — the same as MultiKueue after its worker-lost timeout.
+Use ``no-failover`` for workloads that must run at most once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from . import labels as L
+from .health import HealthState
+from .kube.client import KubeError
+from .mirror import delete_copy
+from .store.models import AuditEvent, PlacementState, WorkloadState, utcnow
+from .store.repo import Transition
+
+if TYPE_CHECKING:
+    from .live import Live
+    from .service import Dispatcher
+
+__all__ = ["Failover"]
+
+log = logging.getLogger("dispatcher.failover")
+
+#: States in which a workload's copy may exist on its worker.
+PLACED_STATES = (WorkloadState.PLACING, WorkloadState.PLACED, WorkloadState.ADMITTED, WorkloadState.RUNNING)
+
+
+class Failover:
+    def __init__(self, service: Dispatcher) -> None:
+        self.service = service
+        self._locks: dict[str, asyncio.Lock] = {}
+        self.failovers = 0
+        self.fenced = 0
+        #: worker -> monotonic time it was declared Lost (for drills and metrics).
+        self.lost_at: dict[str, float] = {}
+
+    def _lock(self, worker: str) -> asyncio.Lock:
+        return self._locks.setdefault(worker, asyncio.Lock())
+
+    def affected(self, worker: str) -> list[Live]:
+        return [
+            live
+            for live in self.service.live.by_id.values()
+            if live.cluster == worker and live.state in PLACED_STATES and not live.deleted
+        ]
+
+    async def worker_lost(self, worker: str) -> int:
+        """Move every open workload off ``worker`` (one transaction). Returns how many moved or failed."""
+        svc = self.service
+        async with self._lock(worker):
+            self.lost_at[worker] = time.monotonic()
+            affected = self.affected(worker)
+            if not affected:
+                return 0
+            moves: list[tuple[Live, Transition, bool]] = []
+            for live in affected:
+                if live.no_failover:
+                    reason = (
+                        f"WorkerLost: worker {worker} was lost; not placed again because of "
+                        f"{L.NO_FAILOVER}=true (it may still be running there)"
+                    )
+                    # The generation moves too: the copy left on the lost worker is stale, so it is fenced
+                    # (deleted) when the worker returns and its status never reaches the manager.
+                    values = {
+                        "state": WorkloadState.FAILED,
+                        "generation": live.generation + 1,
+                        "reason": reason,
+                        "finished_at": utcnow(),
+                    }
+                    event_type = "WorkerLost"
+                else:
+                    reason = f"worker {worker} was lost; placing it again (generation {live.generation + 1})"
+                    values = {
+                        "state": WorkloadState.PENDING,
+                        "generation": live.generation + 1,
+                        "cluster": None,
+                        "placement_id": None,
+                        "reason": reason,
+                    }
+                    event_type = "FailedOver"
+                t = Transition(
+                    live.id,
+                    live.generation,
+                    values,
+                    from_states=PLACED_STATES,
+                    placement_id=live.placement_id,
+                    placement_values={"state": PlacementState.LOST, "outcome": reason, "ended_at": utcnow()},
+                    event=(event_type, reason, {"from": worker}),
+                    cluster=worker,
+                )
+                moves.append((live, t, live.no_failover))
+            results = await svc.retry_sql("fail over", lambda: svc.repo.apply([t for _, t, _ in moves]))
+            cap = svc.capacities.get(worker)
+            moved = 0
+            for (live, t, no_failover), ok in zip(moves, results, strict=True):
+                if not ok:
+                    continue
+                moved += 1
+                if cap is not None:
+                    cap.release(live.uid)
+                if no_failover:
+                    live.generation = int(t.values["generation"])
+                    live.state = WorkloadState.FAILED
+                    live.finished_at = time.monotonic()
+                    svc.emit(live, "Warning", "WorkerLost", str(t.values["reason"]))
+                    svc.after_terminal(live)
+                    svc.spawn(svc.report(live, WorkloadState.FAILED, str(t.values["reason"]), None), live)
+                    continue
+                self.failovers += 1
+                svc.emit(live, "Warning", "FailedOver", str(t.values["reason"]))
+                svc.requeue(live, int(t.values["generation"]))
+            log.warning("worker %s lost: %d workloads moved or failed", worker, moved)
+            svc.wake_placement()
+            return moved
+
+    async def fence(self, worker: str) -> int:
+        """Delete every copy on ``worker`` that no current placement owns; then trust the worker again."""
+        svc = self.service
+        client = svc.clients.get(worker)
+        if client is None:
+            return 0
+        async with self._lock(worker):
+            deleted = 0
+            for adapter in svc.adapters.values():
+                items, _ = await client.list_all(
+                    adapter.resource, None, label_selector=f"{L.ORIGIN}={svc.config.origin}"
+                )
+                for obj in stale_copies(svc, worker, items):
+                    meta = obj.get("metadata") or {}
+                    await delete_copy(
+                        client, adapter.resource, meta.get("namespace", ""), meta.get("name", ""), meta.get("uid")
+                    )
+                    deleted += 1
+                    labels = meta.get("labels") or {}
+                    live = svc.live.by_uid.get(labels.get(L.WORKLOAD_UID, ""))
+                    event = AuditEvent(
+                        at=utcnow(),
+                        workload_id=live.id if live else None,
+                        cluster=worker,
+                        type="Fenced",
+                        message=(
+                            f"deleted stale copy {meta.get('namespace')}/{meta.get('name')} "
+                            f"(generation {labels.get(L.GENERATION)}) when {worker} came back"
+                        ),
+                    )
+                    await svc.retry_sql("record fencing", functools.partial(svc.repo.record, [event]))
+            self.fenced += deleted
+            log.warning("worker %s is back: %d stale copies deleted before trusting it", worker, deleted)
+            return deleted
+
+
+def stale_copies(svc: Dispatcher, worker: str, items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies with our origin on ``worker`` that the current placement of their workload does not own."""
+    out = []
+    for obj in items:
+        meta = obj.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        live = svc.live.by_uid.get(str(labels.get(L.WORKLOAD_UID, "")))
+        if (
+            live is not None
+            and not live.cleaned
+            and live.cluster == worker
+            and str(labels.get(L.GENERATION)) == str(live.generation)
+        ):
+            continue
+        out.append(obj)
+    return out
+
+
+async def fence_until_done(failover: Failover, worker: str, stopping: asyncio.Event) -> bool:
+    """Retry fencing while the worker keeps failing calls (it may flap); False if we are stopping."""
+    delay = 0.5
+    while not stopping.is_set():
+        try:
+            await failover.fence(worker)
+            return True
+        except KubeError as exc:
+            log.info("fencing %s failed (%s); retrying", worker, exc)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
+    return False
+
+
+__all__ += ["HealthState", "fence_until_done", "stale_copies"]
