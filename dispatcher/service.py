@@ -138,7 +138,9 @@ class Dispatcher:
         self.manager = await connect("manager", cfg.manager)
         for w in cfg.workers:
             self.clients[w.name] = await connect(w.name, w.kube, manager=self.manager)
-        await self.repo.ensure_clusters(self.clients)
+        for row in (await self.repo.ensure_clusters(self.clients)).values():
+            if row.name in self.capacities:
+                self.capacities[row.name].cordoned = bool(row.cordoned)
         self.events = EventRecorder(self.manager)
         self.events.start()
         job_resources = [a.resource for a in self.adapters.values()]
@@ -378,6 +380,38 @@ class Dispatcher:
             if live.cluster == name:
                 self._mark_dirty(live.id)
         self._wake_placement()
+
+    # -- operator controls -------------------------------------------------------------------------------
+
+    async def cordon(self, name: str, cordoned: bool = True) -> None:
+        """Cordon: no new placements on ``name`` (kept in SQL, so it survives restarts). Uncordon undoes it."""
+        cap = self.capacities.get(name)
+        if cap is None:
+            raise KeyError(name)
+        await self._retry("cordon", lambda: self.repo.update_cluster(name, cordoned=cordoned))
+        cap.cordoned = cordoned
+        cap.touch()
+        if not cordoned:
+            self._wake_placement()
+
+    async def drain(self, name: str, running: bool = False) -> int:
+        """Cordon ``name`` and move its workloads elsewhere: those not yet admitted, and with ``running`` also
+        admitted and running ones (their copies are deleted first). Returns how many were moved."""
+        await self.cordon(name, True)
+        states = {WorkloadState.PLACED}
+        if running:
+            states |= {WorkloadState.ADMITTED, WorkloadState.RUNNING}
+        moving = [
+            live
+            for live in self.live.by_id.values()
+            if live.cluster == name and live.state in states and not live.busy and not live.deleted
+        ]
+        for live in moving:
+            live.busy = True
+        await asyncio.gather(
+            *(self._move_elsewhere(live, f"{name} was drained", exclude=False, drained=True) for live in moving)
+        )
+        return len(moving)
 
     # -- small public surface used by failover, gc and the API -------------------------------------------
 
@@ -661,11 +695,14 @@ class Dispatcher:
         exclude: bool,
         timed_out: bool = False,
         rejected: bool = False,
+        drained: bool = False,
     ) -> None:
         """Close the current placement, delete its copy, and put the workload back to Pending (new generation)."""
         cluster = live.cluster or ""
         adapter = self._adapter(live)
         outcome = PlacementState.TIMED_OUT if timed_out else PlacementState.REJECTED
+        if drained:
+            outcome = PlacementState.DRAINED
         if live.placement_id is not None:
             pid = live.placement_id
             await self._retry(
@@ -690,7 +727,7 @@ class Dispatcher:
                 "excluded": excluded,
                 "reason": reason,
             },
-            event=("TimedOut" if timed_out else "Rejected", f"{cluster}: {reason}", None),
+            event=("TimedOut" if timed_out else "Drained" if drained else "Rejected", f"{cluster}: {reason}", None),
             cluster=cluster,
         )
         (ok,) = await self._retry("move elsewhere", lambda: self.repo.apply([t]))

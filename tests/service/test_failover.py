@@ -99,3 +99,34 @@ async def test_a_partitioned_worker_is_detected_like_a_dead_one(tmp_path: Path, 
         assert await r.workers["worker-2"].get(JOBS, "team-a", "across") is None
     finally:
         await stop_rig(r)  # returns: no task is left hanging on the partitioned worker
+
+
+async def test_cordon_and_drain_move_work_off_a_worker(tmp_path: Path, db_url: str) -> None:
+    r = await start_rig(tmp_path, db_url, weights={"worker-1": 10.0})
+    try:
+        await r.submit(job("resident", seconds=60))
+        row = await r.wait_state("team-a", "resident", WorkloadState.RUNNING)
+        assert row.cluster == "worker-1"
+        await r.dispatcher.cordon("worker-1")
+        await r.submit(job("newcomer", seconds=1))
+        newcomer = await r.wait_state("team-a", "newcomer", WorkloadState.SUCCEEDED)
+        assert newcomer.cluster != "worker-1"
+        verdicts = {w["cluster"]: w for w in (newcomer.last_decision or {})["workers"]}
+        assert "cordoned" in verdicts["worker-1"]["reason"]
+        assert (await r.row("team-a", "resident")).cluster == "worker-1"  # type: ignore[union-attr]
+
+        assert await r.dispatcher.drain("worker-1", running=False) == 0  # nothing waiting there
+        assert await r.dispatcher.drain("worker-1", running=True) == 1
+        moved = await _moved(r, "resident")
+        assert moved.cluster != "worker-1"
+        assert [p.state for p in sorted(moved.placements, key=lambda p: p.id)][0] == PlacementState.DRAINED
+        assert await r.workers["worker-1"].get(JOBS, "team-a", "resident") is None
+        clusters = {c.name: c for c in await r.repo.clusters()}
+        assert clusters["worker-1"].cordoned
+
+        await r.dispatcher.cordon("worker-1", False)
+        await r.submit(job("welcome-back", seconds=1))
+        back = await r.wait_state("team-a", "welcome-back", WorkloadState.SUCCEEDED)
+        assert back.cluster == "worker-1"
+    finally:
+        await stop_rig(r)
