@@ -188,6 +188,25 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_drill(args: argparse.Namespace) -> int:
+    from .drill import DrillOptions, run_drill
+
+    _setup_logging(args.log_level)
+    if not args.sim:
+        raise UsageError(
+            "only --sim drills are available in this version (drills against a running dispatcher "
+            "need its API: see the issues)"
+        )
+    if args.jobs < 1 or args.workers < 2:
+        raise UsageError("--jobs must be >= 1 and --workers >= 2 (one to lose, one to fail over to)")
+    if args.lost_timeout <= 0:
+        raise UsageError(f"--lost-timeout must be > 0, got {args.lost_timeout}")
+    options = DrillOptions(
+        workers=args.workers, mode=args.mode, jobs=args.jobs, lost_timeout=args.lost_timeout, json=args.json
+    )
+    return asyncio.run(run_drill(options))
+
+
 # -- parser ------------------------------------------------------------------------------------------
 
 
@@ -232,6 +251,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--db-url", help=f"SQLAlchemy URL (default: config database.url, $DISPATCHER_DB_URL, {DEFAULT_DB})"
     )
     exp.set_defaults(func=_cmd_explain)
+
+    drill = sub.add_parser("drill", help="lose a worker under load; report detection, re-placement, duplicates")
+    drill.add_argument("--sim", action="store_true", help="on simulated clusters with a dispatcher of its own")
+    drill.add_argument("--workers", type=int, default=3)
+    drill.add_argument("--mode", choices=["down", "partition", "flaky"], default="down")
+    drill.add_argument("--jobs", type=int, default=100)
+    drill.add_argument("--lost-timeout", type=float, default=5.0, help="seconds without answer before Lost")
+    drill.add_argument("--json", action="store_true")
+    drill.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    drill.set_defaults(func=_cmd_drill)
 
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .store.models import Workload
 from .store.repo import Repo
 
-__all__ = ["explain", "render_decision"]
+__all__ = ["explain", "render_decision", "render_workload"]
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -40,6 +41,11 @@ async def explain(repo: Repo, namespace: str, name: str) -> str | None:
     wl = await repo.get_workload(namespace, name)
     if wl is None:
         return None
+    return render_workload(wl)
+
+
+def render_workload(wl: Workload) -> str:
+    """The explanation of one workload row (loaded with its placements)."""
     lines = [
         f"Workload {wl.namespace}/{wl.name} ({wl.kind}, queue {wl.queue}, priority {wl.priority})",
         f"State: {wl.state}" + (f" on {wl.cluster}" if wl.cluster else "") + (f", generation {wl.generation}"),

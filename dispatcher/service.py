@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import heapq
 import itertools
 import logging
@@ -158,7 +159,7 @@ class Dispatcher:
             self.health.add(
                 name,
                 HealthMachine(suspect_after=self.policy.suspect_after, lost_timeout=self.policy.lost_timeout),
-                client.readyz,
+                functools.partial(client.readyz, timeout=max(0.5, min(3.0, self.policy.lost_timeout / 4))),
                 view.last_contact,
             )
             view.start()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +14,6 @@ from .controllers.gc import GarbageCollector, NamespaceController
 from .controllers.jobs import JobController
 from .controllers.kubelet import Kubelet
 from .controllers.scheduler import Extender, Scheduler
-from .errors import ApiError
 from .faults import FaultState
 from .http import ApiServer
 from .store import Store
@@ -234,9 +232,17 @@ class SimCluster:
             await self.server.restart(downtime)
             return
         self.faults.set(mode, latency=latency, error_rate=error_rate)
-        if mode == "stop":
-            await self.server.stop()
-        elif previous == "stop" and not self.server.running:
+        if mode in ("stop", "down"):
+            if mode == "down":
+                for c in self.controllers.values():
+                    c.pause()
+            if self.server.running:
+                await self.server.stop()
+            return
+        if previous == "down":
+            for c in self.controllers.values():
+                c.resume()
+        if previous in ("stop", "down") and not self.server.running:
             await self.server.start()
 
     def compact(self) -> None:
@@ -273,8 +279,7 @@ class SimCluster:
             "hami": self.options.hami,
         }
 
-    def try_apply(self, obj: Obj) -> str | None:
-        with contextlib.suppress(ApiError):
-            self.apply(obj)
-            return None
-        return f"could not apply {obj.get('kind')}/{(obj.get('metadata') or {}).get('name')}"
+    @property
+    def down(self) -> bool:
+        """The whole cluster is down (fault ``down``): nothing runs there."""
+        return self.faults.mode == "down"

@@ -4,6 +4,8 @@
 - ``partition``: connections are accepted but nothing is answered (requests and watch streams hang).
 - ``slow``: every request is delayed by ``latency`` seconds.
 - ``flaky``: a share (``error_rate``) of requests fail with 500 or with 429 and ``Retry-After``.
+- ``down``: the whole cluster is down (a power loss): the listener is closed as for ``stop`` and every
+  emulated controller, kubelet included, is paused, so nothing runs or progresses there until healed.
 - ``restart``: connections drop and the listener is down for ``downtime`` seconds, state is kept;
   clients must re-establish their watches.
 """
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["FAULT_MODES", "FaultState"]
 
-FAULT_MODES = ("none", "stop", "partition", "slow", "flaky", "restart")
+FAULT_MODES = ("none", "stop", "down", "partition", "slow", "flaky", "restart")
 
 
 @dataclass

@@ -154,6 +154,8 @@ class Controller:
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.enabled = True
+        self._running = asyncio.Event()
+        self._running.set()
 
     # -- queue ---------------------------------------------------------------------------------------
 
@@ -215,6 +217,13 @@ class Controller:
                 await task
         self._tasks = []
 
+    def pause(self) -> None:
+        """Hold all work (the cluster is down): events and timers still queue keys, nothing is reconciled."""
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
     async def _feed(self, sub: Any) -> None:
         async for event in sub:
             if not self.enabled:
@@ -226,6 +235,7 @@ class Controller:
         count = 0
         while True:
             key = await self._queue.get()
+            await self._running.wait()
             self._pending.discard(key)
             if not self.enabled:
                 continue

@@ -1,0 +1,229 @@
+"""JSON views of workers, workloads and decisions (pure; the shapes are those of :mod:`.openapi`).
+
+Names are camelCase as in Kubernetes; times are RFC 3339 in UTC (``2025-06-01T12:00:00.123456Z``) or null;
+quota amounts are Kueue's integer units (cpu in milli-cores, memory in bytes) with the quantity strings
+beside them. Nothing here reads a worker's credentials: a worker's kubeconfig never reaches the API.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from ..placement.quota import format_amount
+from ..placement.worker import WorkerCapacity
+from ..store.models import Placement, Workload
+
+__all__ = [
+    "cluster_detail",
+    "cluster_summary",
+    "explain_view",
+    "gpu_view",
+    "placement_view",
+    "time_view",
+    "workload_detail",
+    "workload_summary",
+]
+
+Obj = dict[str, Any]
+
+
+def time_view(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _number(value: float | None) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+# -- workers ---------------------------------------------------------------------------------------------
+
+
+def cluster_summary(cap: WorkerCapacity, client: Any = None) -> Obj:
+    latency = client.latency if client is not None else cap.latency
+    return {
+        "name": cap.name,
+        "health": str(cap.health),
+        "cordoned": bool(cap.cordoned),
+        "weight": float(cap.weight),
+        "labels": {str(k): str(v) for k, v in cap.labels.items()},
+        "synced": bool(cap.synced),
+        "inFlight": int(cap.in_flight),
+        "maxInFlight": int(cap.max_in_flight),
+        "latencySeconds": _number(latency) or 0.0,
+        "apiCalls": int(client.calls) if client is not None else 0,
+        "apiErrors": int(client.errors) if client is not None else 0,
+        "hamiGpus": cap.gpu is not None,
+    }
+
+
+_GPU_FIELDS = (
+    "gpus",
+    "healthyGpus",
+    "vgpuSlots",
+    "vgpuSlotsUsed",
+    "memoryTotalMiB",
+    "memoryUsedMiB",
+    "memoryFreeMiB",
+    "coresTotal",
+    "coresUsed",
+)
+
+
+def gpu_view(gpu: Any) -> Obj | None:
+    """HAMi's view of the worker: ``WorkerGpus.summary()`` in total, and the same counts per GPU type."""
+    if gpu is None:
+        return None
+    summary = gpu.summary()
+    by_type: dict[str, dict[str, int]] = {}
+    inv = gpu.inventory()
+    for node in inv.states:
+        for d in inv.devices(node):
+            t = by_type.setdefault(str(d.info.type) or "unknown", dict.fromkeys(_GPU_FIELDS, 0))
+            t["gpus"] += 1
+            t["healthyGpus"] += int(bool(d.info.health))
+            t["vgpuSlots"] += int(d.info.count)
+            t["vgpuSlotsUsed"] += int(d.used)
+            t["memoryTotalMiB"] += int(d.info.devmem)
+            t["memoryUsedMiB"] += int(d.usedmem)
+            t["memoryFreeMiB"] += max(int(d.info.devmem) - int(d.usedmem), 0)
+            t["coresTotal"] += int(d.info.devcore)
+            t["coresUsed"] += int(d.usedcores)
+    total = {k: int(summary.get(k, 0)) for k in ("nodes", *_GPU_FIELDS, "reservations")}
+    return {
+        "total": total,
+        "byType": [{"type": name, **counts} for name, counts in sorted(by_type.items())],
+        "unusableNodes": {str(k): str(v) for k, v in (summary.get("unusableNodes") or {}).items()},
+    }
+
+
+def cluster_detail(cap: WorkerCapacity, client: Any = None) -> Obj:
+    quota = []
+    for row in cap.quota_report():
+        res = str(row["resource"])
+        amounts = {k: int(row[k]) for k in ("nominal", "used", "reserved", "free")}
+        quota.append(
+            {
+                "clusterQueue": str(row["clusterQueue"]),
+                "flavor": str(row["flavor"]),
+                "resource": res,
+                **amounts,
+                "quantities": {k: format_amount(res, v) for k, v in amounts.items()},
+            }
+        )
+    schedulable = sum(1 for n in cap.nodes.values() if not n.unschedulable)
+    return {
+        **cluster_summary(cap, client),
+        "capacity": {
+            "quota": quota,
+            "localQueues": [
+                {"namespace": ns, "name": name, "clusterQueue": cq} for ns, name, cq in cap.describe_local_queues()
+            ],
+            "nodes": {"total": len(cap.nodes), "schedulable": schedulable},
+            "pendingOnWorker": {str(k): int(v) for k, v in sorted(cap.pending_by_cq.items()) if k},
+        },
+        "vgpu": gpu_view(cap.gpu),
+    }
+
+
+# -- workloads -------------------------------------------------------------------------------------------
+
+
+def workload_summary(w: Workload) -> Obj:
+    return {
+        "id": int(w.id),
+        "uid": w.uid,
+        "namespace": w.namespace,
+        "name": w.name,
+        "kind": w.kind,
+        "apiVersion": w.api_version,
+        "queue": w.queue,
+        "priority": int(w.priority),
+        "priorityClass": w.priority_class,
+        "state": w.state,
+        "cluster": w.cluster,
+        "generation": int(w.generation),
+        "reason": w.reason,
+        "problem": w.problem,
+        "deleted": bool(w.deleted),
+        "createdAt": time_view(w.created_at),
+        "submittedAt": time_view(w.submitted_at),
+        "placedAt": time_view(w.placed_at),
+        "admittedAt": time_view(w.admitted_at),
+        "startedAt": time_view(w.started_at),
+        "finishedAt": time_view(w.finished_at),
+        "updatedAt": time_view(w.updated_at),
+    }
+
+
+def placement_view(p: Placement) -> Obj:
+    decision = p.decision or {}
+    summary = decision.get("summary") if isinstance(decision, dict) else None
+    return {
+        "id": int(p.id),
+        "generation": int(p.generation),
+        "cluster": p.cluster,
+        "strategy": p.strategy,
+        "score": _number(p.score),
+        "state": p.state,
+        "outcome": p.outcome,
+        "remoteUid": p.remote_uid,
+        "summary": str(summary) if summary is not None else None,
+        "createdAt": time_view(p.created_at),
+        "mirroredAt": time_view(p.mirrored_at),
+        "admittedAt": time_view(p.admitted_at),
+        "finishedAt": time_view(p.finished_at),
+        "endedAt": time_view(p.ended_at),
+    }
+
+
+def workload_detail(w: Workload) -> Obj:
+    decision = w.last_decision if isinstance(w.last_decision, dict) else None
+    return {
+        **workload_summary(w),
+        "objectGeneration": int(w.object_generation),
+        "statusMode": w.status_mode,
+        "noFailover": bool(w.no_failover),
+        "clusterSelector": dict(w.cluster_selector) if w.cluster_selector else None,
+        "excluded": [str(c) for c in (w.excluded or [])],
+        "podSets": list(w.pod_sets or []),
+        "placementId": int(w.placement_id) if w.placement_id is not None else None,
+        "decisionSummary": str(decision["summary"]) if decision and decision.get("summary") is not None else None,
+        "remoteStatus": w.remote_status if isinstance(w.remote_status, dict) else None,
+        "cleanedAt": time_view(w.cleaned_at),
+        "placements": [placement_view(p) for p in sorted(w.placements, key=lambda p: p.id)],
+    }
+
+
+def explain_view(w: Workload, text: str) -> Obj:
+    decision = w.last_decision if isinstance(w.last_decision, dict) else None
+    return {
+        "namespace": w.namespace,
+        "name": w.name,
+        "state": w.state,
+        "cluster": w.cluster,
+        "generation": int(w.generation),
+        "reason": w.reason,
+        "problem": w.problem,
+        "decision": decision,
+        "placements": [
+            {
+                "id": int(p.id),
+                "generation": int(p.generation),
+                "cluster": p.cluster,
+                "score": _number(p.score),
+                "state": p.state,
+                "outcome": p.outcome,
+                "decision": p.decision if isinstance(p.decision, dict) else {},
+            }
+            for p in sorted(w.placements, key=lambda p: p.id)
+        ],
+        "text": text,
+    }

@@ -1,0 +1,287 @@
+"""Prometheus metrics of one dispatcher, Kueue-style, under the ``kueue_dispatcher_`` prefix.
+
+Two kinds:
+
+* **Events** the service reports as they happen, through :class:`Metrics` methods: placement outcomes
+  (``placements_total{cluster,outcome}``), the time from submission to placement and from placement to the
+  worker's admission, the status-sync lag, failovers and SQL errors.
+* **State** read from the dispatcher at scrape time by :class:`DispatcherCollector`, so it is never stale and
+  costs nothing between scrapes: worker health, cordons, in-flight placements and API latency per worker,
+  pending workloads per queue, open workloads per state, and the API-call errors of every cluster client.
+
+Each :class:`Metrics` has its own :class:`~prometheus_client.CollectorRegistry` (never the global one), so any
+number of dispatchers can live in one process (tests build many). ``GET /metrics`` of the HTTP API renders it.
+
+=================================================  =========  ============================================
+family                                             type       labels
+=================================================  =========  ============================================
+``kueue_dispatcher_placements_total``              counter    cluster, outcome (placed, rejected,
+                                                              timed_out, lost)
+``kueue_dispatcher_submit_to_placed_seconds``      histogram
+``kueue_dispatcher_placed_to_admitted_seconds``    histogram
+``kueue_dispatcher_status_sync_lag_seconds``       histogram
+``kueue_dispatcher_failovers_total``               counter    from_cluster
+``kueue_dispatcher_sql_errors_total``              counter
+``kueue_dispatcher_worker_health``                 gauge      cluster, state (1 for the current state)
+``kueue_dispatcher_worker_cordoned``               gauge      cluster
+``kueue_dispatcher_worker_in_flight``              gauge      cluster
+``kueue_dispatcher_worker_api_latency_seconds``    gauge      cluster
+``kueue_dispatcher_pending_workloads``             gauge      queue
+``kueue_dispatcher_workloads``                     gauge      state (open workloads held in memory)
+``kueue_dispatcher_api_calls_total``               counter    cluster
+``kueue_dispatcher_api_call_errors_total``         counter    cluster
+``kueue_dispatcher_build_info``                    gauge      version
+=================================================  =========  ============================================
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import choose_encoder, generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from . import __version__
+
+Family = GaugeMetricFamily | CounterMetricFamily
+
+__all__ = ["PREFIX", "DispatcherCollector", "Metrics", "Outcome"]
+
+log = logging.getLogger("dispatcher.metrics")
+
+PREFIX = "kueue_dispatcher"
+
+HEALTH_STATES = ("Unknown", "Ready", "Suspect", "Lost", "Recovering")
+WORKLOAD_STATES = ("Pending", "Placing", "Placed", "Admitted", "Running", "Succeeded", "Failed", "Cancelled")
+
+#: Submission to placement, and placement to admission: from well under a second to an hour.
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+#: From a change on a worker to its write in SQL and on the manager object.
+SYNC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+#: Above this many workloads waiting for a status sync, the lag bookkeeping starts again (a safety bound).
+_MAX_TRACKED = 200_000
+
+
+class Outcome:
+    """Values of the ``outcome`` label of ``placements_total``."""
+
+    PLACED = "placed"  # the copy was created on the worker
+    REJECTED = "rejected"  # the worker refused the copy
+    TIMED_OUT = "timed_out"  # the worker's Kueue did not admit it within the admission timeout
+    LOST = "lost"  # the worker was lost while the workload was on it
+
+    ALL = (PLACED, REJECTED, TIMED_OUT, LOST)
+
+
+class DispatcherCollector:
+    """Gauges and counters read from a dispatcher at scrape time (no I/O, a pass over open workloads)."""
+
+    def __init__(self, dispatcher: Any = None) -> None:
+        self.dispatcher = dispatcher
+
+    def describe(self) -> Iterable[Metric]:
+        """The families, without samples (lets the registry check names without reading the dispatcher)."""
+        return list(self._families())
+
+    def _families(self) -> Iterator[Family]:
+        yield GaugeMetricFamily(
+            f"{PREFIX}_worker_health",
+            "Health of each worker: 1 for its current state, 0 for the others.",
+            labels=["cluster", "state"],
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_worker_cordoned", "1 when the worker is cordoned (takes no new workloads).", labels=["cluster"]
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_worker_in_flight",
+            "Placements on the worker that its Kueue has not admitted yet.",
+            labels=["cluster"],
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_worker_api_latency_seconds",
+            "Recent latency of the worker's API server (exponentially weighted mean of successful calls).",
+            labels=["cluster"],
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_pending_workloads", "Workloads waiting for a worker, per LocalQueue name.", labels=["queue"]
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_workloads",
+            "Open workloads the dispatcher holds, per state (finished ones until their retention ends).",
+            labels=["state"],
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_api_calls", "Kubernetes API calls made to each worker cluster.", labels=["cluster"]
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_api_call_errors",
+            "Kubernetes API calls to each worker cluster that failed (transport errors and error statuses).",
+            labels=["cluster"],
+        )
+        yield GaugeMetricFamily(f"{PREFIX}_build_info", "The dispatcher's version.", labels=["version"])
+
+    def collect(self) -> Iterable[Metric]:
+        families = {m.name: m for m in self._families()}
+        families[f"{PREFIX}_build_info"].add_metric([__version__], 1)
+        d = self.dispatcher
+        if d is not None:
+            for section in (self._workers, self._workloads, self._clients):
+                try:
+                    section(d, families)
+                except Exception:  # a scrape must never fail because one section did
+                    log.exception("collecting metrics (%s) failed", section.__name__)
+        return list(families.values())
+
+    @staticmethod
+    def _workers(d: Any, families: dict[str, Family]) -> None:
+        health = families[f"{PREFIX}_worker_health"]
+        cordoned = families[f"{PREFIX}_worker_cordoned"]
+        in_flight = families[f"{PREFIX}_worker_in_flight"]
+        latency = families[f"{PREFIX}_worker_api_latency_seconds"]
+        clients = getattr(d, "clients", {}) or {}
+        for name, cap in sorted((getattr(d, "capacities", {}) or {}).items()):
+            current = str(cap.health)
+            states = HEALTH_STATES if current in HEALTH_STATES else (*HEALTH_STATES, current)
+            for state in states:
+                health.add_metric([name, state], 1.0 if state == current else 0.0)
+            cordoned.add_metric([name], 1.0 if cap.cordoned else 0.0)
+            in_flight.add_metric([name], float(cap.in_flight))
+            client = clients.get(name)
+            latency.add_metric([name], float(client.latency if client is not None else cap.latency))
+
+    @staticmethod
+    def _workloads(d: Any, families: dict[str, Family]) -> None:
+        live = getattr(d, "live", None)
+        by_state: Tally[str] = Tally()
+        pending: Tally[str] = Tally()
+        for w in live.by_id.values() if live is not None else ():
+            by_state[w.state] += 1
+            if w.state == "Pending":
+                pending[w.queue] += 1
+        for state in WORKLOAD_STATES:
+            families[f"{PREFIX}_workloads"].add_metric([state], float(by_state.get(state, 0)))
+        for queue, n in sorted(pending.items()):
+            families[f"{PREFIX}_pending_workloads"].add_metric([queue], float(n))
+
+    @staticmethod
+    def _clients(d: Any, families: dict[str, Family]) -> None:
+        for name, client in sorted((getattr(d, "clients", {}) or {}).items()):
+            families[f"{PREFIX}_api_calls"].add_metric([name], float(client.calls))
+            families[f"{PREFIX}_api_call_errors"].add_metric([name], float(client.errors))
+
+
+class Metrics:
+    """One dispatcher's metrics: event counters and histograms the service feeds, plus the scrape-time collector.
+
+    Every method is cheap and never raises, so the service may call them anywhere on its hot paths.
+    """
+
+    def __init__(self, dispatcher: Any = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.placements = Counter(
+            "placements",
+            "Placement attempts per worker by how they ended: placed (copy created), rejected (the worker "
+            "refused the copy), timed_out (not admitted within the admission timeout), lost (the worker was lost).",
+            ["cluster", "outcome"],
+            namespace=PREFIX,
+            registry=self.registry,
+        )
+        self.submit_to_placed = Histogram(
+            "submit_to_placed_seconds",
+            "Time from the manager object's creation to its copy being created on a worker.",
+            namespace=PREFIX,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.placed_to_admitted = Histogram(
+            "placed_to_admitted_seconds",
+            "Time from the copy being created on a worker to that worker's Kueue admitting it.",
+            namespace=PREFIX,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.status_sync_lag = Histogram(
+            "status_sync_lag_seconds",
+            "Time from a change being noticed (a worker's watch event) to the status sync having processed it.",
+            namespace=PREFIX,
+            buckets=SYNC_BUCKETS,
+            registry=self.registry,
+        )
+        self.failovers = Counter(
+            "failovers",
+            "Workloads moved off a worker that was lost, per worker they left.",
+            ["from_cluster"],
+            namespace=PREFIX,
+            registry=self.registry,
+        )
+        self.sql_errors = Counter(
+            "sql_errors",
+            "SQL statements or transactions that failed (each retry counts).",
+            namespace=PREFIX,
+            registry=self.registry,
+        )
+        self.collector = DispatcherCollector()
+        self.registry.register(self.collector)
+        self._dirty_since: dict[int, float] = {}
+        self._clock: Callable[[], float] = time.monotonic
+        if dispatcher is not None:
+            self.bind(dispatcher)
+
+    def bind(self, dispatcher: Any) -> None:
+        """Read scrape-time state from ``dispatcher``; start every worker's counters at zero."""
+        self.collector.dispatcher = dispatcher
+        for name in getattr(dispatcher, "capacities", {}) or {}:
+            for outcome in Outcome.ALL:
+                self.placements.labels(cluster=name, outcome=outcome)
+            self.failovers.labels(from_cluster=name)
+
+    # -- events (called by the service) ---------------------------------------------------------------------
+
+    def placed(self, cluster: str, outcome: str = Outcome.PLACED) -> None:
+        """A placement on ``cluster`` ended its attempt with ``outcome`` (see :class:`Outcome`)."""
+        self.placements.labels(cluster=cluster, outcome=outcome).inc()
+
+    def observe_submit_to_placed(self, seconds: float) -> None:
+        self.submit_to_placed.observe(max(0.0, seconds))
+
+    def observe_placed_to_admitted(self, seconds: float) -> None:
+        self.placed_to_admitted.observe(max(0.0, seconds))
+
+    def observe_status_sync_lag(self, seconds: float) -> None:
+        self.status_sync_lag.observe(max(0.0, seconds))
+
+    def sync_requested(self, workload_id: int) -> None:
+        """A workload needs a status sync (keeps the earliest request until :meth:`sync_finished`)."""
+        if len(self._dirty_since) >= _MAX_TRACKED:
+            self._dirty_since.clear()
+        self._dirty_since.setdefault(workload_id, self._clock())
+
+    def sync_finished(self, workload_ids: Iterable[int]) -> None:
+        """The status sync processed these workloads: observe the lag of each since its first request."""
+        now = self._clock()
+        for wid in workload_ids:
+            since = self._dirty_since.pop(wid, None)
+            if since is not None:
+                self.status_sync_lag.observe(max(0.0, now - since))
+
+    def failover(self, from_cluster: str) -> None:
+        self.failovers.labels(from_cluster=from_cluster).inc()
+
+    def sql_error(self) -> None:
+        self.sql_errors.inc()
+
+    # -- exposition -------------------------------------------------------------------------------------------
+
+    def render(self, accept: str = "") -> tuple[bytes, str]:
+        """The exposition (Prometheus text, or OpenMetrics when ``accept`` asks for it) and its content type."""
+        try:
+            encoder, content_type = choose_encoder(accept)
+        except Exception:  # an Accept header the client library cannot parse: the plain text format
+            encoder, content_type = generate_latest, "text/plain; version=0.0.4; charset=utf-8"
+        return encoder(self.registry), content_type
