@@ -16,7 +16,7 @@ number of dispatchers can live in one process (tests build many). ``GET /metrics
 family                                             type       labels
 =================================================  =========  ============================================
 ``kueue_dispatcher_placements_total``              counter    cluster, outcome (placed, rejected,
-                                                              timed_out, lost)
+                                                              timed_out, lost, drained)
 ``kueue_dispatcher_submit_to_placed_seconds``      histogram
 ``kueue_dispatcher_placed_to_admitted_seconds``    histogram
 ``kueue_dispatcher_status_sync_lag_seconds``       histogram
@@ -75,8 +75,18 @@ class Outcome:
     REJECTED = "rejected"  # the worker refused the copy
     TIMED_OUT = "timed_out"  # the worker's Kueue did not admit it within the admission timeout
     LOST = "lost"  # the worker was lost while the workload was on it
+    DRAINED = "drained"  # moved off by a drain
 
-    ALL = (PLACED, REJECTED, TIMED_OUT, LOST)
+    ALL = (PLACED, REJECTED, TIMED_OUT, LOST, DRAINED)
+
+    #: From the placement's SQL state (``PlacementState``) to the label value.
+    BY_PLACEMENT_STATE = {
+        "Created": PLACED,
+        "Rejected": REJECTED,
+        "TimedOut": TIMED_OUT,
+        "Lost": LOST,
+        "Drained": DRAINED,
+    }
 
 
 class DispatcherCollector:
@@ -176,6 +186,20 @@ class DispatcherCollector:
             families[f"{PREFIX}_api_call_errors"].add_metric([name], float(client.errors))
 
 
+class _WithoutCreated:
+    """The registry without the ``*_created`` samples of counters and histograms (Kueue exports none; in the
+    plain text format each would be one more gauge family per series)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterable[Metric]:
+        for metric in self.registry.collect():
+            if any(s.name.endswith("_created") for s in metric.samples):
+                metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
+            yield metric
+
+
 class Metrics:
     """One dispatcher's metrics: event counters and histograms the service feeds, plus the scrape-time collector.
 
@@ -187,7 +211,8 @@ class Metrics:
         self.placements = Counter(
             "placements",
             "Placement attempts per worker by how they ended: placed (copy created), rejected (the worker "
-            "refused the copy), timed_out (not admitted within the admission timeout), lost (the worker was lost).",
+            "refused the copy), timed_out (not admitted within the admission timeout), lost (the worker was lost), "
+            "drained (moved off by a drain).",
             ["cluster", "outcome"],
             namespace=PREFIX,
             registry=self.registry,
@@ -228,6 +253,7 @@ class Metrics:
         )
         self.collector = DispatcherCollector()
         self.registry.register(self.collector)
+        self._exposed = _WithoutCreated(self.registry)
         self._dirty_since: dict[int, float] = {}
         self._clock: Callable[[], float] = time.monotonic
         if dispatcher is not None:
@@ -245,6 +271,13 @@ class Metrics:
 
     def placed(self, cluster: str, outcome: str = Outcome.PLACED) -> None:
         """A placement on ``cluster`` ended its attempt with ``outcome`` (see :class:`Outcome`)."""
+        self.placements.labels(cluster=cluster, outcome=outcome).inc()
+
+    def placement_ended(self, cluster: str, placement_state: str) -> None:
+        """A placement on ``cluster`` ended in ``placement_state`` (a ``PlacementState``: TimedOut, Rejected, ...)."""
+        outcome = Outcome.BY_PLACEMENT_STATE.get(placement_state)
+        if outcome is None:
+            outcome = "".join(f"_{c.lower()}" if c.isupper() else c for c in placement_state).lstrip("_")
         self.placements.labels(cluster=cluster, outcome=outcome).inc()
 
     def observe_submit_to_placed(self, seconds: float) -> None:
@@ -284,4 +317,4 @@ class Metrics:
             encoder, content_type = choose_encoder(accept)
         except Exception:  # an Accept header the client library cannot parse: the plain text format
             encoder, content_type = generate_latest, "text/plain; version=0.0.4; charset=utf-8"
-        return encoder(self.registry), content_type
+        return encoder(self._exposed), content_type

@@ -85,6 +85,43 @@ class Timers:
                 await asyncio.wait_for(self._changed.wait(), timeout)
 
 
+class TransitionBatcher:
+    """Many concurrent steps (e.g. hundreds of mirrors finishing at once) share one transaction per flush."""
+
+    def __init__(self, repo: Repo, retry: Callable[[str, Callable[[], Awaitable[Any]]], Awaitable[Any]]) -> None:
+        self.repo = repo
+        self.retry = retry
+        self._items: list[tuple[Transition, asyncio.Future[bool]]] = []
+        self._event = asyncio.Event()
+
+    async def apply(self, transition: Transition) -> bool:
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._items.append((transition, future))
+        self._event.set()
+        return await future
+
+    async def run(self) -> None:
+        while True:
+            await self._event.wait()
+            self._event.clear()
+            items, self._items = self._items, []
+            if not items:
+                continue
+            batch = [t for t, _ in items]
+            try:
+                results = await self.retry("batched transitions", functools.partial(self.repo.apply, batch))
+            except BaseException as exc:
+                for _, future in items:
+                    if not future.done():
+                        future.set_exception(
+                            asyncio.CancelledError() if isinstance(exc, asyncio.CancelledError) else exc
+                        )
+                raise
+            for (_, future), ok in zip(items, results, strict=True):
+                if not future.done():
+                    future.set_result(bool(ok))
+
+
 class Dispatcher:
     """One dispatcher instance: manager intake, worker views, placement, mirror, sync, clean-up."""
 
@@ -118,6 +155,7 @@ class Dispatcher:
         self.health = HealthMonitor(interval=interval, on_change=self._on_health)
         self.gc = GarbageCollector(self)
         self.failover = Failover(self)
+        self.batcher = TransitionBatcher(repo, self._retry)
         self._stop_event = asyncio.Event()
         self._wake = asyncio.Event()
         self._unpark = False
@@ -187,6 +225,7 @@ class Dispatcher:
             asyncio.create_task(self.timers.run(self._on_timer), name="timers"),
             asyncio.create_task(self._after_intake_synced(), name="intake-synced"),
             asyncio.create_task(self.gc.run(), name="garbage-collector"),
+            asyncio.create_task(self.batcher.run(), name="transition-batcher"),
         ]
         self.started.set()
 
@@ -306,6 +345,9 @@ class Dispatcher:
         if unpark:
             self._unpark = True
         self._wake.set()
+
+    async def _batched(self, transition: Transition) -> bool:
+        return await self.batcher.apply(transition)
 
     async def _retry(self, what: str, call: Callable[[], Awaitable[Any]], live: Live | None = None) -> Any:
         """Retry a SQL write until it succeeds (the database being down must not lose a step)."""
@@ -677,7 +719,7 @@ class Dispatcher:
             event=("Placed", live.decision_summary or f"copy created on {live.cluster}", None),
             cluster=live.cluster,
         )
-        (ok,) = await self._retry("record placed", lambda: self.repo.apply([t]))
+        ok = await self._batched(t)
         if not ok:
             return
         live.state = WorkloadState.PLACED
