@@ -101,7 +101,13 @@ def _check_model(value: Any, type_name: str, path: str) -> None:
         for key, item in value.items():
             _check_model(item, inner, f"{path}.{key}")
         return
-    simple = {"str": str, "bool": bool, "int": int, "float": (int, float), "object": object}
+    simple: dict[str, type | tuple[type, ...]] = {
+        "str": str,
+        "bool": bool,
+        "int": int,
+        "float": (int, float),
+        "object": object,
+    }
     if type_name in simple:
         ok = isinstance(value, simple[type_name]) and not (type_name == "int" and isinstance(value, bool))
         assert ok, f"{path}: expected {type_name}, got {value!r}"

@@ -284,8 +284,10 @@ esac
 
 @pytest.mark.parametrize("mode", ["bound-token", "secret-token"])
 async def test_minted_kubeconfig_reaches_the_worker_through_the_printed_secret(tmp_path: Path, mode: str) -> None:
-    opts = {"kueue": False, "jobs": False, "scheduler": False, "kubelet": False}
-    manager, worker = SimCluster("manager", ClusterOptions(**opts)), SimCluster("worker-1", ClusterOptions(**opts))
+    def options() -> ClusterOptions:
+        return ClusterOptions(kueue=False, jobs=False, scheduler=False, kubelet=False)
+
+    manager, worker = SimCluster("manager", options()), SimCluster("worker-1", options())
     manager.ensure_namespace("dispatcher-system")
     await manager.start()
     await worker.start()

@@ -119,7 +119,7 @@ async def test_cordon_and_drain_move_work_off_a_worker(tmp_path: Path, db_url: s
         assert await r.dispatcher.drain("worker-1", running=True) == 1
         moved = await _moved(r, "resident")
         assert moved.cluster != "worker-1"
-        assert [p.state for p in sorted(moved.placements, key=lambda p: p.id)][0] == PlacementState.DRAINED
+        assert min(moved.placements, key=lambda p: p.id).state == PlacementState.DRAINED
         assert await r.workers["worker-1"].get(JOBS, "team-a", "resident") is None
         clusters = {c.name: c for c in await r.repo.clusters()}
         assert clusters["worker-1"].cordoned
