@@ -109,6 +109,7 @@ def _setup_logging(level: str) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from .api import ApiConfigError, start_api
     from .kube.client import KubeError
     from .service import Dispatcher
     from .store.engine import DatabaseUrlError, make_engine, redact
@@ -133,11 +134,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         try:
+            # The API first, so that /healthz and /readyz answer while the dispatcher starts.
+            api = await start_api(dispatcher, listen=args.api_listen, token_file=args.api_tokens)
+        except ApiConfigError as exc:
+            await engine.dispose()
+            raise UsageError(str(exc)) from None
+        try:
             await dispatcher.start()
             await stop.wait()
         except KubeError as exc:
             raise UsageError(str(exc)) from None
         finally:
+            await api.cleanup()
             await dispatcher.stop()
             await engine.dispose()
         return 0
@@ -235,6 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--db-url", help=f"SQLAlchemy URL (default: config database.url, $DISPATCHER_DB_URL, {DEFAULT_DB})"
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument("--api-listen", default="127.0.0.1:8080", help="HOST:PORT of the REST API, /metrics and /healthz")
+    run.add_argument("--api-tokens", help="file of 'ROLE TOKEN' lines (ROLE read or admin); or $DISPATCHER_API_TOKENS")
     run.set_defaults(func=_cmd_run)
 
     demo = sub.add_parser("demo", help="simulated clusters + SQLite + the dispatcher, ~30 mixed Jobs, a summary")

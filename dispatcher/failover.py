@@ -119,6 +119,7 @@ class Failover:
                 if not ok:
                     continue
                 moved += 1
+                svc.metrics.placement_ended(worker, PlacementState.LOST)
                 if cap is not None:
                     cap.release(live.uid)
                 if no_failover:
@@ -130,6 +131,7 @@ class Failover:
                     svc.spawn(svc.report(live, WorkloadState.FAILED, str(t.values["reason"]), None), live)
                     continue
                 self.failovers += 1
+                svc.metrics.failover(worker)
                 svc.emit(live, "Warning", "FailedOver", str(t.values["reason"]))
                 svc.requeue(live, int(t.values["generation"]))
             log.warning("worker %s lost: %d workloads moved or failed", worker, moved)

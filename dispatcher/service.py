@@ -42,6 +42,7 @@ from .intake import Intake, PriorityResolver
 from .kube.client import ClusterClient, KubeError, Resource, connect
 from .kube.informer import Informer
 from .live import Live, LiveSet
+from .metrics import Metrics
 from .mirror import create_copy, delete_copy, is_our_copy
 from .placement.engine import Decision, PlacementEngine
 from .placement.gpu import HamiFitter
@@ -169,6 +170,7 @@ class Dispatcher:
         self._stopping = False
         self.started = asyncio.Event()
         self.placements_made = 0
+        self.metrics = Metrics(self)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -338,6 +340,7 @@ class Dispatcher:
         self.events.emit(obj, type_, reason, message)
 
     def _mark_dirty(self, workload_id: int) -> None:
+        self.metrics.sync_requested(workload_id)
         self._dirty.add(workload_id)
         self._dirty_event.set()
 
@@ -362,6 +365,7 @@ class Dispatcher:
             except KubeError:
                 raise
             except Exception as exc:
+                self.metrics.sql_error()
                 log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
@@ -630,6 +634,7 @@ class Dispatcher:
         try:
             accepted = await self.repo.begin_placements(intents)
         except Exception as exc:
+            self.metrics.sql_error()
             log.warning("recording %d placement intents failed (%s); will retry", len(intents), exc)
             for live, d in chosen:
                 if d.chosen is not None:
@@ -724,6 +729,8 @@ class Dispatcher:
             return
         live.state = WorkloadState.PLACED
         live.placed_at = time.monotonic()
+        self.metrics.placed(live.cluster or "")
+        self.metrics.observe_submit_to_placed(time.time() - live.created)
         self.live.set_remote(live, live.cluster, remote_uid)
         self._arm_admission_timer(live)
         summary = live.decision_summary or f"placed on {live.cluster}"
@@ -746,6 +753,7 @@ class Dispatcher:
         outcome = PlacementState.TIMED_OUT if timed_out else PlacementState.REJECTED
         if drained:
             outcome = PlacementState.DRAINED
+        self.metrics.placement_ended(cluster, outcome)
         if live.placement_id is not None:
             pid = live.placement_id
             await self._retry(
@@ -828,6 +836,7 @@ class Dispatcher:
             batch, self._dirty = self._dirty, set()
             try:
                 await self._sync_batch(batch)
+                self.metrics.sync_finished(batch)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -921,6 +930,7 @@ class Dispatcher:
         old = live.state
         live.state = state
         if state == WorkloadState.ADMITTED:
+            self.metrics.observe_placed_to_admitted(time.monotonic() - live.placed_at)
             self._emit(live, "Normal", "Admitted", f"admitted on {live.cluster}: {message}")
         elif state == WorkloadState.PLACED and old != WorkloadState.PLACED:
             self._emit(live, "Warning", "Evicted", f"on {live.cluster}: {message}")
