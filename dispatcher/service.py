@@ -60,6 +60,8 @@ Obj = dict[str, Any]
 PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", False)
 #: How long a copy may be missing from the worker's cache after we created it before we believe it.
 MISSING_GRACE = 5.0
+#: Pause before trying every worker again after all of them refused or timed out a workload.
+ROUND_BACKOFF = 30.0
 
 
 class Timers:
@@ -553,6 +555,9 @@ class Dispatcher:
             self._spawn(self._move_elsewhere(live, reason, exclude=True, timed_out=True), live)
         elif kind == "resync":
             self._mark_dirty(live.id)
+        elif kind == "requeue" and live.state == WorkloadState.PENDING and not live.deleted:
+            self.queue.push(live.pending())
+            self._wake_placement()
         elif kind == "retention" and live.terminal and not live.cleaned and not live.busy:
             live.busy = True
             self._spawn(self._clean(live), live)
@@ -765,7 +770,8 @@ class Dispatcher:
         excluded = list(live.excluded)
         if exclude and cluster and cluster not in excluded:
             excluded.append(cluster)
-        if set(excluded) >= set(self.capacities):
+        new_round = set(excluded) >= set(self.capacities)
+        if new_round:
             excluded = [cluster] if len(self.capacities) > 1 else []  # every worker tried: start a new round
         t = Transition(
             live.id,
@@ -799,6 +805,10 @@ class Dispatcher:
         if live.deleted:
             live.busy = True
             await self._cancel(live)
+            return
+        if new_round:
+            # Every worker refused or timed out: wait before the next round instead of spinning through them.
+            self.timers.add(time.monotonic() + ROUND_BACKOFF, "requeue", live.id, live.generation)
             return
         self.queue.push(live.pending())
         self._wake_placement()

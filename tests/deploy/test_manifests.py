@@ -21,6 +21,7 @@ import pytest
 import yaml
 from deploytools import REPO, kustomize, validate, yaml_docs
 
+from dispatcher.api.auth import ENV_VAR as API_TOKENS_VAR
 from dispatcher.capacity import KUEUE_CONFIG
 from dispatcher.config import parse_config
 from dispatcher.sim.topology import HAMI_KUEUE_CONFIG, default_topology
@@ -153,11 +154,16 @@ def test_deployment_args_are_accepted_by_the_cli() -> None:
     errors = io.StringIO()
     try:
         with contextlib.redirect_stderr(errors):
-            build_parser().parse_args(container["args"])
+            args = build_parser().parse_args(container["args"])
     except SystemExit:
-        if "unrecognized arguments: --listen" in errors.getvalue():
-            pytest.xfail("`dispatcher run --listen` is not wired to the API yet (dispatcher/cli.py)")
         pytest.fail(f"dispatcher {' '.join(container['args'])}: {errors.getvalue()}")
+    assert args.command == "run" and args.config == "/etc/dispatcher/clusters.yaml"
+    # The API on every address of the pod (probes and the Service reach it there); the dispatcher allows that
+    # only with API tokens, which the Deployment takes from a required Secret.
+    assert args.api_listen == "0.0.0.0:8080"
+    env = {e["name"]: e for e in container["env"]}
+    ref = env[API_TOKENS_VAR]["valueFrom"]["secretKeyRef"]
+    assert not ref.get("optional", False)
 
 
 def test_kind_overlay_runs_the_loaded_image_and_never_pulls() -> None:

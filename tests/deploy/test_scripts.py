@@ -31,6 +31,8 @@ import pytest
 import yaml
 from deploytools import REPO, tool
 
+from dispatcher.api.auth import ENV_VAR as API_TOKENS_VAR
+from dispatcher.api.auth import TokenStore
 from dispatcher.config import KubeconfigRef, parse_config
 from dispatcher.kube.client import Resource, connect
 from dispatcher.placement.vgpu import decode_node_devices
@@ -194,6 +196,70 @@ def test_up_dry_run_with_deploy_builds_loads_and_applies(bare_path: dict[str, st
     assert positions == sorted(positions), "build, load, secrets, then the Deployment"
     assert f"+ write {out}/worker-2.internal.kubeconfig (mode 0600): a kubeconfig for worker-2 at " \
            "https://dispatcher-worker-2-control-plane:6443" in done.stdout  # fmt: skip
+
+
+STAND_IN = """#!/usr/bin/env bash
+# A stand-in for docker, kind and kubectl: logs its command line and answers what the scripts read back.
+prog=${0##*/}
+{ printf '%q ' "$prog" "$@"; printf '\\n'; } >>"$STAND_IN_LOG"
+case "$prog $*" in
+  "kind get clusters") echo dispatcher-manager ;;
+  *"get serviceaccount kueue-dispatcher -o name") echo serviceaccount/kueue-dispatcher ;;
+  *"create token kueue-dispatcher --duration 8760h") echo minted-token ;;
+  *"jsonpath={.clusters[0].cluster.server}") echo https://127.0.0.1:6443 ;;
+  *"jsonpath={.clusters[0].cluster.certificate-authority-data}") echo Q0EK ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("deploy", [False, True], ids=["host", "deploy"])
+def test_up_real_run_runs_exactly_what_its_dry_run_lists(tmp_path: Path, deploy: bool) -> None:
+    """With stand-ins for docker, kind and kubectl: the same commands in the same order as the dry run
+    (less the creation of the cluster that already exists), and the files it writes."""
+    stand_ins = tmp_path / "stand-ins"
+    stand_ins.mkdir()
+    for name in ("docker", "kind", "kubectl"):
+        (stand_ins / name).write_text(STAND_IN)
+        (stand_ins / name).chmod(0o755)
+    out = tmp_path / "out"
+    log = tmp_path / "commands.log"
+    env = {
+        "PATH": f"{stand_ins}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYTHON": sys.executable,
+        "OUT_DIR": str(out),
+        "STAND_IN_LOG": str(log),
+    }
+    flags = ["--deploy"] if deploy else []
+    listed = _run(UP, "--dry-run", *flags, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert not log.exists(), "the dry run ran none of them"
+    expected = [
+        shlex.split(c)
+        for c in _commands(listed.stdout)
+        if c.split()[0] in ("docker", "kind", "kubectl") and "create cluster --name dispatcher-manager " not in c
+    ]
+    done = _run(UP, *flags, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "cluster dispatcher-manager exists; reusing it" in done.stderr
+    ran = [shlex.split(line) for line in log.read_text().splitlines()]
+    assert ran == expected
+    assert stat.S_IMODE((out / "clusters.yaml").stat().st_mode) == 0o600
+    config = parse_config(yaml.safe_load((out / "clusters.yaml").read_text()), base=out)
+    assert [w.name for w in config.workers] == ["worker-1", "worker-2"]
+    for n in (1, 2):
+        kubeconfig = yaml.safe_load((out / f"worker-{n}.kubeconfig").read_text())
+        assert kubeconfig["users"][0]["user"] == {"token": "minted-token"}
+        assert kubeconfig["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:6443"
+        internal = out / f"worker-{n}.internal.kubeconfig"
+        assert internal.exists() == deploy
+        if deploy:
+            server = yaml.safe_load(internal.read_text())["clusters"][0]["cluster"]["server"]
+            assert server == f"https://dispatcher-worker-{n}-control-plane:6443"
+    if deploy:
+        tokens = (out / "api-tokens").read_text()
+        assert [line.split()[0] for line in tokens.splitlines()] == ["read", "admin"]
+        assert len(TokenStore.load(None, environ={API_TOKENS_VAR: tokens})) == 2, "the API accepts both"
 
 
 def test_up_takes_the_kueue_version_from_the_environment_and_refuses_junk(bare_path: dict[str, str]) -> None:
