@@ -145,9 +145,13 @@ async def crash_drill(workdir: Path, db_url: str, *, jobs: int, kills: int, seed
                 await manager.create(JOBS, "team-a", _job(i, rng.choice([1, 2, 3])))
 
         submitting = asyncio.gather(*(submit(i) for i in range(jobs)))
+        unexpected_exits = 0
         for _ in range(kills):
             await asyncio.sleep(rng.uniform(0.3, 2.5))  # the moment of the crash, drawn from the seed
-            dispatcher.send_signal(signal.SIGKILL)
+            if dispatcher.returncode is not None:
+                unexpected_exits += 1  # it died by itself: a failure of its own, reported
+            else:
+                dispatcher.send_signal(signal.SIGKILL)
             await dispatcher.wait()
             dispatcher = await start()
         await submitting
@@ -198,6 +202,7 @@ async def crash_drill(workdir: Path, db_url: str, *, jobs: int, kills: int, seed
             "completed_more_than_once": sum(1 for n in completed.values() if n > 1),
             "open_placements": len(open_placements),
             "inconsistent_sql": len(bad_sql),
+            "unexpected_exits": unexpected_exits,
             "samples": sampler.samples,
             "seconds_to_finish": round(time.monotonic() - started, 1),
         }
@@ -222,7 +227,14 @@ async def crash_drill(workdir: Path, db_url: str, *, jobs: int, kills: int, seed
 def passed(report: Obj) -> bool:
     return all(
         report[k] == 0
-        for k in ("lost", "duplicates", "completed_more_than_once", "open_placements", "inconsistent_sql")
+        for k in (
+            "lost",
+            "duplicates",
+            "completed_more_than_once",
+            "open_placements",
+            "inconsistent_sql",
+            "unexpected_exits",
+        )
     )
 
 
