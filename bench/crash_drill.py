@@ -127,7 +127,8 @@ async def crash_drill(workdir: Path, db_url: str, *, jobs: int, kills: int, seed
 
         async def start() -> asyncio.subprocess.Process:
             return await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "dispatcher", "run", "--config", str(cfg_path), "--log-level", "warning", "--api-listen", "127.0.0.1:0",
+                sys.executable, "-m", "dispatcher", "run", "--config", str(cfg_path), "--log-level", "warning",
+                "--api-listen", "127.0.0.1:0",
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
             )  # fmt: skip
 
