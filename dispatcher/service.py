@@ -29,6 +29,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential, wait_random
+
 from . import labels as L
 from .adapters.base import Adapter
 from .adapters.job import JobAdapter
@@ -355,22 +357,27 @@ class Dispatcher:
         return await self.batcher.apply(transition)
 
     async def _retry(self, what: str, call: Callable[[], Awaitable[Any]], live: Live | None = None) -> Any:
-        """Retry a SQL write until it succeeds (the database being down must not lose a step)."""
-        delay = 0.2
-        while True:
-            if self._stopping:
-                raise asyncio.CancelledError
-            try:
+        """Retry a SQL step until it succeeds, with exponential backoff and jitter (tenacity): the database
+        being down must not lose a step. Kubernetes errors and cancellation are not retried here."""
+
+        def before_sleep(state: RetryCallState) -> None:
+            self.metrics.sql_error()
+            exc = state.outcome.exception() if state.outcome else None
+            delay = state.next_action.sleep if state.next_action else 0.0
+            log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
+
+        retrying = AsyncRetrying(
+            wait=wait_exponential(multiplier=0.2, max=10.0) + wait_random(0, 0.2),
+            retry=retry_if_exception(lambda e: isinstance(e, Exception) and not isinstance(e, KubeError)),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                if self._stopping:
+                    raise asyncio.CancelledError
                 return await call()
-            except asyncio.CancelledError:
-                raise
-            except KubeError:
-                raise
-            except Exception as exc:
-                self.metrics.sql_error()
-                log.warning("%s failed (%s); retrying in %.1fs", what, exc, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
+        raise AssertionError("unreachable: tenacity retries forever or re-raises")
 
     def workers(self) -> list[WorkerCapacity]:
         for name, cap in self.capacities.items():
