@@ -215,6 +215,59 @@ def _cmd_drill(args: argparse.Namespace) -> int:
     return asyncio.run(run_drill(options))
 
 
+def _remote(args: argparse.Namespace, method: str, path: str) -> object:
+    from .remote import ApiError, call_api
+
+    try:
+        return asyncio.run(call_api(args.api, method, path, token=args.token))
+    except ApiError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _print(args: argparse.Namespace, body: object, table: str) -> None:
+    import json
+
+    print(json.dumps(body, indent=2) if args.json else table)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from .remote import clusters_table
+
+    body = _remote(args, "GET", "/api/v1/clusters")
+    _print(args, body, clusters_table(body))
+    return 0
+
+
+def _cmd_workloads(args: argparse.Namespace) -> int:
+    from urllib.parse import urlencode
+
+    from .remote import workloads_table
+
+    query = {
+        k: v
+        for k, v in (
+            ("state", args.state),
+            ("cluster", args.cluster),
+            ("namespace", args.namespace),
+            ("queue", args.queue),
+            ("limit", str(args.limit)),
+        )
+        if v
+    }
+    body = _remote(args, "GET", "/api/v1/workloads?" + urlencode(query))
+    _print(args, body, workloads_table(body))
+    return 0
+
+
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    path = f"/api/v1/clusters/{args.name}/{args.action}"
+    if args.action == "drain" and args.running:
+        path += "?running=true"
+    body = _remote(args, "POST", path)
+    _print(args, body, f"{args.action}: {args.name}: " + ", ".join(f"{k}={v}" for k, v in dict(body).items()))  # type: ignore[call-overload]
+    return 0
+
+
 # -- parser ------------------------------------------------------------------------------------------
 
 
@@ -271,6 +324,27 @@ def build_parser() -> argparse.ArgumentParser:
     drill.add_argument("--json", action="store_true")
     drill.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     drill.set_defaults(func=_cmd_drill)
+
+    def api_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--api", default="http://127.0.0.1:8080", help="the dispatcher's API (default %(default)s)")
+        p.add_argument("--token", help="bearer token (default: $DISPATCHER_API_TOKEN)")
+        p.add_argument("--json", action="store_true", help="print the API's JSON")
+
+    status = sub.add_parser("status", help="worker clusters of a running dispatcher: health, in-flight, latency")
+    api_args(status)
+    status.set_defaults(func=_cmd_status)
+    wls = sub.add_parser("workloads", help="workloads of a running dispatcher")
+    api_args(wls)
+    for flag in ("state", "cluster", "namespace", "queue"):
+        wls.add_argument(f"--{flag}")
+    wls.add_argument("--limit", type=int, default=100)
+    wls.set_defaults(func=_cmd_workloads)
+    cl = sub.add_parser("cluster", help="operator controls: cordon, uncordon, drain a worker")
+    cl.add_argument("action", choices=["cordon", "uncordon", "drain"])
+    cl.add_argument("name", help="worker cluster name")
+    cl.add_argument("--running", action="store_true", help="drain: also move admitted and running workloads")
+    api_args(cl)
+    cl.set_defaults(func=_cmd_cluster)
 
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True)

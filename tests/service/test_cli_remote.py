@@ -1,0 +1,58 @@
+"""``dispatcher status``, ``workloads`` and ``cluster cordon|uncordon|drain`` against a running dispatcher's API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from rig import Rig, job
+
+from dispatcher.api import bound_address, start_api
+from dispatcher.store.models import WorkloadState
+
+
+async def _cli(*args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dispatcher", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await proc.communicate()
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_status_workloads_and_cluster_commands(rig: Rig, tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("admin s3cret-admin-token\nread s3cret-read-token\n")
+    runner = await start_api(rig.dispatcher, listen="127.0.0.1:0", token_file=tokens, environ={})
+    try:
+        host, port = bound_address(runner)
+        api = f"http://{host}:{port}"
+        await rig.submit(job("listed", seconds=1))
+        await rig.wait_state("team-a", "listed", WorkloadState.SUCCEEDED)
+
+        code, out, err = await _cli("status", "--api", api, "--token", "s3cret-read-token")
+        assert code == 0, err
+        assert all(w in out for w in ("worker-1", "worker-2", "worker-3")) and "Ready" in out
+
+        code, out, err = await _cli("workloads", "--api", api, "--token", "s3cret-read-token", "--json")
+        assert code == 0, err
+        items = json.loads(out)["items"]
+        assert [(i["name"], i["state"]) for i in items] == [("listed", "Succeeded")]
+
+        code, out, err = await _cli("cluster", "cordon", "worker-1", "--api", api, "--token", "s3cret-read-token")
+        assert code == 2 and "403" in err and "s3cret" not in err  # a read token may not change anything
+        code, out, err = await _cli("cluster", "cordon", "worker-1", "--api", api, "--token", "s3cret-admin-token")
+        assert code == 0, err
+        assert rig.dispatcher.capacities["worker-1"].cordoned
+        code, out, err = await _cli("cluster", "drain", "worker-1", "--running", "--api", api, "--token",
+                                    "s3cret-admin-token")  # fmt: skip
+        assert code == 0, err
+        code, out, err = await _cli("cluster", "uncordon", "worker-1", "--api", api, "--token", "s3cret-admin-token")
+        assert code == 0, err
+        assert not rig.dispatcher.capacities["worker-1"].cordoned
+
+        code, out, err = await _cli("status", "--api", "http://127.0.0.1:9", "--token", "x")
+        assert code == 2 and "cannot reach" in err and "Traceback" not in err
+    finally:
+        await runner.cleanup()
