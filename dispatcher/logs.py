@@ -2,7 +2,9 @@
 
 Modules log through ``logging.getLogger("dispatcher.…")``; :func:`setup_logging` routes every record
 through structlog's processors (timestamp, level, logger name) to one line per event: key=value for a
-terminal, JSON (``DISPATCHER_LOG_FORMAT=json``) for log collectors. A redaction step replaces values
+terminal, JSON when stderr is not a terminal (or ``DISPATCHER_LOG_FORMAT=json``) for log collectors. Every
+line logged by a step of one workload carries its ``workload``, ``cluster``, ``generation`` and ``placement``
+(bound as context variables by the service for the task doing that work). A redaction step replaces values
 of keys that can carry credentials and bearer tokens inside messages, so a token or kubeconfig never
 reaches a log line even when an exception message quotes one.
 """
@@ -41,9 +43,12 @@ def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutabl
 
 
 def setup_logging(level: str = "info") -> None:
-    json_format = os.environ.get("DISPATCHER_LOG_FORMAT", "").lower() == "json"
+    fmt = os.environ.get("DISPATCHER_LOG_FORMAT", "").lower()
+    # JSON for collectors (not a terminal), key=value for people; DISPATCHER_LOG_FORMAT=json|console overrides.
+    json_format = fmt == "json" or (fmt != "console" and not sys.stderr.isatty())
     renderer: Any = structlog.processors.JSONRenderer() if json_format else structlog.dev.ConsoleRenderer(colors=False)
     pre_chain: list[Any] = [
+        structlog.contextvars.merge_contextvars,  # workload, cluster, placement bound by the step doing the work
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

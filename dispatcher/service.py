@@ -29,6 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential, wait_random
 
 from . import labels as L
@@ -316,6 +317,10 @@ class Dispatcher:
 
     def _spawn(self, coro: Awaitable[None], live: Live | None = None) -> None:
         async def runner() -> None:
+            if live is not None:  # every log line of this step names its workload (task-local context)
+                structlog.contextvars.bind_contextvars(
+                    workload=live.key, cluster=live.cluster, generation=live.generation, placement=live.placement_id
+                )
             try:
                 await coro
             except asyncio.CancelledError:

@@ -219,6 +219,14 @@ class Repo:
             )
             return list((await s.scalars(stmt)).all())
 
+    async def workload_names(self, ids: Sequence[int]) -> dict[int, str]:
+        """``namespace/name`` of each of these workload ids that exists."""
+        if not ids:
+            return {}
+        async with self.sessions() as s:
+            stmt = select(Workload.id, Workload.namespace, Workload.name).where(Workload.id.in_(list(set(ids))))
+            return {int(i): f"{ns}/{name}" for i, ns, name in (await s.execute(stmt)).all()}
+
     # -- placement intents ---------------------------------------------------------------------------
 
     async def begin_placements(self, intents: Sequence[PlacementIntent]) -> list[PlacementIntent]:
