@@ -14,6 +14,8 @@ route                                                      token        what
 ``GET /api/v1/workloads?state=&cluster=&queue=&...``       read         paginated (``limit``, opaque ``continue``)
 ``GET /api/v1/workloads/{namespace}/{name}``               read         one workload with its placement history
 ``GET /api/v1/workloads/{namespace}/{name}/explain``       read         the stored decision, as JSON and as text
+``GET /api/v1/events?type=&limit=``                         read         recent audit events (failovers, fencing, ...)
+``GET /``, ``/dashboard.js``, ``/dashboard.css``           none         the dashboard (its data calls need a token)
 =========================================================  ===========  =============================================
 
 Tokens (``Authorization: Bearer …``) are described in :mod:`.auth`. When no token is configured at all,
@@ -41,6 +43,8 @@ import re
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
@@ -53,7 +57,7 @@ from ..store.models import WorkloadState
 from . import views
 from .auth import ADMIN, ENV_VAR, TokenError, TokenStore
 from .errors import ApiError, error_response, json_response
-from .openapi import openapi_document
+from .openapi import EVENT_TYPES_PATTERN, openapi_document
 
 if TYPE_CHECKING:
     from ..service import Dispatcher
@@ -78,7 +82,20 @@ TOKENS: web.AppKey[TokenStore] = web.AppKey("tokens", TokenStore)
 METRICS: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
 ACTIONS: web.AppKey[set[asyncio.Future[Any]]] = web.AppKey("actions")
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+#: The dashboard's files (``static/``): path -> (file, content type). The page holds no data; it fetches
+#: the API with the token the user gives it.
+DASHBOARD_FILES = {
+    "/": ("index.html", "text/html"),
+    "/dashboard.js": ("dashboard.js", "text/javascript"),
+    "/dashboard.css": ("dashboard.css", "text/css"),
+}
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+#: The dashboard loads only its own files and talks only to this API.
+DASHBOARD_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", *DASHBOARD_FILES})
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 REALM = 'Bearer realm="kueue-dispatcher"'
 DEFAULT_LISTEN = "127.0.0.1:8080"
@@ -96,6 +113,10 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-\[\]]{0,39}")
 _LIMIT = re.compile(r"[0-9]{1,7}")
+_EVENT_TYPES = re.compile(EVENT_TYPES_PATTERN)
+DEFAULT_EVENT_TYPES = ("FailedOver", "Fenced", "TimedOut")
+MAX_EVENTS = 200
+DEFAULT_EVENTS = 20
 
 T = TypeVar("T")
 
@@ -502,6 +523,52 @@ async def explain_workload(request: web.Request) -> web.Response:
     return json_response(views.explain_view(wl, render_workload(wl)))
 
 
+# -- handlers: events and the dashboard ---------------------------------------------------------------------
+
+
+async def list_events(request: web.Request) -> web.Response:
+    params = _query(request, ("type", "limit"))
+    types: tuple[str, ...] = DEFAULT_EVENT_TYPES
+    if "type" in params:
+        if not _EVENT_TYPES.fullmatch(params["type"]):
+            raise ApiError(
+                400,
+                f"type: {_show(params['type'])} is not a list of event types; give up to 20 names of letters, "
+                "comma-separated, e.g. FailedOver,Fenced,TimedOut",
+            )
+        types = tuple(dict.fromkeys(params["type"].split(",")))
+    limit = DEFAULT_EVENTS
+    if "limit" in params:
+        raw = params["limit"]
+        if not _LIMIT.fullmatch(raw) or not 1 <= int(raw) <= MAX_EVENTS:
+            raise ApiError(400, f"limit: expected a whole number from 1 to {MAX_EVENTS}, got {_show(raw)}")
+        limit = int(raw)
+    repo = request.app[DISPATCHER].repo
+    events = await _sql(request, lambda: repo.recent_events(types, limit))
+    ids = [int(e.workload_id) for e in events if e.workload_id is not None]
+    names = await _sql(request, lambda: repo.workload_names(ids))
+    return json_response({"items": [views.event_view(e, names) for e in events]})
+
+
+@cache
+def _static(name: str) -> bytes:
+    return (STATIC_DIR / name).read_bytes()
+
+
+async def dashboard_file(request: web.Request) -> web.Response:
+    _query(request, ())
+    name, content_type = DASHBOARD_FILES[request.path]
+    headers = {
+        "Content-Type": f"{content_type}; charset=utf-8",
+        "Cache-Control": "no-cache",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+    }
+    if name == "index.html":
+        headers["Content-Security-Policy"] = DASHBOARD_CSP
+    return web.Response(body=await asyncio.to_thread(_static, name), headers=headers)
+
+
 # -- the application ------------------------------------------------------------------------------------------
 
 
@@ -531,6 +598,9 @@ def make_app(dispatcher: Dispatcher, tokens: TokenStore, *, metrics: Metrics | N
     r.add_get("/api/v1/workloads", list_workloads)
     r.add_get("/api/v1/workloads/{namespace}/{name}", get_workload)
     r.add_get("/api/v1/workloads/{namespace}/{name}/explain", explain_workload)
+    r.add_get("/api/v1/events", list_events)
+    for path in DASHBOARD_FILES:
+        r.add_get(path, dashboard_file)
     return app
 
 

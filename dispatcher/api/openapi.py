@@ -17,6 +17,8 @@ __all__ = ["openapi_document"]
 Obj = dict[str, Any]
 
 DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#: Event types, comma-separated (``type`` of GET /api/v1/events), without the anchors.
+EVENT_TYPES_PATTERN = "[A-Za-z]{1,32}(,[A-Za-z]{1,32}){0,19}"
 DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 STR: Obj = {"type": "string"}
@@ -253,6 +255,18 @@ SCHEMAS: Obj = {
         }
     ),
     "Placement": PLACEMENT,
+    "Event": _obj(
+        {
+            "id": INT,
+            "at": TIME,
+            "type": {**STR, "description": "FailedOver, Fenced, TimedOut, Drained, Rejected, Placed, ..."},
+            "cluster": {**NSTR, "description": "the worker it happened on"},
+            "workloadId": {"type": "integer", "nullable": True},
+            "workload": {**NSTR, "description": "namespace/name of the workload, while it is stored"},
+            "message": STR,
+        }
+    ),
+    "EventList": _obj({"items": {"type": "array", "items": _ref("Event"), "description": "newest first"}}),
     "WorkloadDetail": _obj(WORKLOAD_DETAIL),
     "Decision": DECISION,
     "Explanation": _obj(
@@ -488,6 +502,49 @@ PATHS: Obj = {
     },
 }
 
+
+def _dashboard_file(op_id: str, summary: str, media_type: str) -> Obj:
+    return {
+        "get": _op(
+            op_id,
+            summary,
+            {"description": "the file", "content": {media_type: {"schema": {"type": "string"}}}},
+            errors={"400": E400},
+            security=[],
+            tags=["dashboard"],
+        )
+    }
+
+
+PATHS.update(
+    {
+        "/api/v1/events": {
+            "get": _op(
+                "listEvents",
+                "Recent audit events of the given types (failovers, fencing, timeouts, ...), newest first",
+                _json("EventList", "the events"),
+                errors={**_READ_ERRORS, "503": E503},
+                params=[
+                    _query_param(
+                        "type",
+                        "event types, comma-separated (default FailedOver,Fenced,TimedOut)",
+                        {"type": "string", "pattern": f"^{EVENT_TYPES_PATTERN}$"},
+                    ),
+                    _query_param(
+                        "limit", "at most this many (default 20)", {"type": "integer", "minimum": 1, "maximum": 200}
+                    ),
+                ],
+                tags=["events"],
+            )
+        },
+        "/": _dashboard_file(
+            "dashboard", "The dashboard: workers, workloads, recent failovers (no token)", "text/html"
+        ),
+        "/dashboard.js": _dashboard_file("dashboardScript", "The dashboard's script", "text/javascript"),
+        "/dashboard.css": _dashboard_file("dashboardStyle", "The dashboard's style sheet", "text/css"),
+    }
+)
+
 DOCUMENT: Obj = {
     "openapi": "3.0.3",
     "info": {
@@ -495,8 +552,9 @@ DOCUMENT: Obj = {
         "version": __version__,
         "description": (
             "Workers, workloads and placement decisions of a kueue-dispatcher. Every route under /api/v1 needs "
-            "'Authorization: Bearer TOKEN' (a read token for GET, an admin token for POST); /healthz, /readyz "
-            'and /metrics need none. Errors are {"error": {"code", "reason", "message"}}.'
+            "'Authorization: Bearer TOKEN' (a read token for GET, an admin token for POST); /healthz, /readyz, "
+            "/metrics and the dashboard's files (/, /dashboard.js, /dashboard.css) need none. "
+            'Errors are {"error": {"code", "reason", "message"}}.'
         ),
     },
     "servers": [{"url": "/"}],
@@ -505,6 +563,8 @@ DOCUMENT: Obj = {
         {"name": "health", "description": "probes and metrics (no token)"},
         {"name": "clusters", "description": "the worker clusters"},
         {"name": "workloads", "description": "the workloads the dispatcher took"},
+        {"name": "events", "description": "what the dispatcher did and why"},
+        {"name": "dashboard", "description": "a page showing the workers and workloads (its data calls need a token)"},
         {"name": "meta", "description": "this API"},
     ],
     "paths": PATHS,

@@ -13,11 +13,12 @@ from typing import Any
 
 from ..placement.quota import format_amount
 from ..placement.worker import WorkerCapacity
-from ..store.models import Placement, Workload
+from ..store.models import AuditEvent, Placement, Workload
 
 __all__ = [
     "cluster_detail",
     "cluster_summary",
+    "event_view",
     "explain_view",
     "gpu_view",
     "placement_view",
@@ -226,4 +227,21 @@ def explain_view(w: Workload, text: str) -> Obj:
             for p in sorted(w.placements, key=lambda p: p.id)
         ],
         "text": text,
+    }
+
+
+# -- events ----------------------------------------------------------------------------------------------
+
+
+def event_view(e: AuditEvent, names: dict[int, str]) -> Obj:
+    """One audit event; ``names`` maps workload ids to ``namespace/name`` (a deleted workload has none)."""
+    wid = int(e.workload_id) if e.workload_id is not None else None
+    return {
+        "id": int(e.id),
+        "at": time_view(e.at),
+        "type": e.type,
+        "cluster": e.cluster,
+        "workloadId": wid,
+        "workload": names.get(wid) if wid is not None else None,
+        "message": e.message,
     }

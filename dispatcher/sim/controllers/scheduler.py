@@ -114,11 +114,43 @@ class Scheduler(Controller):
         self.extender = extender
         self._parked: set[tuple[str, str, str]] = set()
         self._retry_scheduled = False
+        # Bound, non-terminal pods per node and their summed requests, kept incrementally from pod events
+        # (and from our own bindings at once), so a scheduling attempt costs O(nodes), not O(pods).
+        self._bound: dict[tuple[str, str], tuple[str, dict[str, Fraction]]] = {}
+        self._by_node: dict[str, dict[tuple[str, str], Obj]] = {}
+        self._used: dict[str, dict[str, Fraction]] = {}
+
+    def start(self) -> None:
+        for pod in self.api.store.iter_all("pods"):
+            self._track(pod)
+        super().start()
+
+    def _track(self, pod: Obj, deleted: bool = False) -> None:
+        meta = pod["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        old = self._bound.pop(key, None)
+        if old is not None:
+            node, requests = old
+            self._by_node.get(node, {}).pop(key, None)
+            used = self._used.setdefault(node, {})
+            for k, v in requests.items():
+                used[k] = used.get(k, Fraction(0)) - v
+        spec = pod.get("spec") or {}
+        node_name = spec.get("nodeName")
+        if deleted or not node_name or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        requests = pod_requests(spec)
+        self._bound[key] = (str(node_name), requests)
+        self._by_node.setdefault(str(node_name), {})[key] = pod
+        used = self._used.setdefault(str(node_name), {})
+        for k, v in requests.items():
+            used[k] = used.get(k, Fraction(0)) + v
 
     def keys_for(self, event: StoreEvent) -> Iterable[Hashable]:
         obj = event.obj
         if event.resource == "nodes":
             return self._wake()
+        self._track(obj, deleted=event.type == "DELETED")
         spec = obj.get("spec") or {}
         meta = obj["metadata"]
         phase = (obj.get("status") or {}).get("phase")
@@ -159,14 +191,14 @@ class Scheduler(Controller):
             self._mark_unschedulable(pod, result)
             return
         node, annotations = result
-        self.api.bind_pod(namespace, name, node, annotations)
+        self._track(self.api.bind_pod(namespace, name, node, annotations))
 
-    def _pods_by_node(self) -> dict[str, list[Obj]]:
+    def _pods_on(self, nodes: Iterable[Obj]) -> dict[str, list[Obj]]:
+        """Bound, non-terminal pods of these nodes (from the incremental index)."""
         out: dict[str, list[Obj]] = {}
-        for p in self.api.store.iter_all("pods"):
-            node = (p.get("spec") or {}).get("nodeName")
-            if node and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                out.setdefault(node, []).append(p)
+        for node in nodes:
+            name = node["metadata"]["name"]
+            out[name] = list(self._by_node.get(name, {}).values())
         return out
 
     def _schedule(self, pod: Obj) -> tuple[str, dict[str, str]] | str:
@@ -174,7 +206,6 @@ class Scheduler(Controller):
         nodes = self.api.store.list("nodes")
         if not nodes:
             return "0/0 nodes are available: no nodes available to schedule pods."
-        by_node = self._pods_by_node()
         ignored = self.extender.managed_resources if self.extender and self.extender.interested(pod) else frozenset()
         want = {k: v for k, v in pod_requests(spec).items() if k not in ignored}
         reasons: Counter[str] = Counter()
@@ -202,14 +233,11 @@ class Scheduler(Controller):
                 reasons["node(s) didn't match Pod's node affinity/selector"] += 1
                 continue
             alloc = nstatus.get("allocatable") or nstatus.get("capacity") or {}
-            running = by_node.get(node["metadata"]["name"], [])
-            if len(running) + 1 > int(_q(alloc.get("pods", "110"))):
+            node_name = node["metadata"]["name"]
+            if len(self._by_node.get(node_name, {})) + 1 > int(_q(alloc.get("pods", "110"))):
                 reasons["Too many pods"] += 1
                 continue
-            used: dict[str, Fraction] = {}
-            for p in running:
-                for k, v in pod_requests(p.get("spec") or {}).items():
-                    used[k] = used.get(k, Fraction(0)) + v
+            used = self._used.get(node_name, {})
             short = [r for r, q in want.items() if q > 0 and used.get(r, Fraction(0)) + q > _q(alloc.get(r, "0"))]
             if short:
                 for r in sorted(short):
@@ -217,7 +245,7 @@ class Scheduler(Controller):
                 continue
             feasible.append(node)
         if feasible and self.extender is not None and self.extender.interested(pod):
-            chosen = self.extender.choose(pod, feasible, by_node)
+            chosen = self.extender.choose(pod, feasible, self._pods_on(feasible))
             if not isinstance(chosen, dict):
                 return chosen
             # The extender's FailedNodes become those nodes' Unschedulable reasons.
@@ -231,13 +259,7 @@ class Scheduler(Controller):
         def free_share(node: Obj) -> tuple[Fraction, str]:
             alloc = (node.get("status") or {}).get("allocatable") or {}
             cap = _q(alloc.get("cpu", "0")) or Fraction(1)
-            used = sum(
-                (
-                    pod_requests(p.get("spec") or {}).get("cpu", Fraction(0))
-                    for p in by_node.get(node["metadata"]["name"], [])
-                ),
-                Fraction(0),
-            )
+            used = self._used.get(node["metadata"]["name"], {}).get("cpu", Fraction(0))
             return (-(cap - used) / cap, node["metadata"]["name"])
 
         best = min(feasible, key=free_share)
