@@ -179,7 +179,7 @@
       var aa = ACTIVE.indexOf(a.state) >= 0 ? 0 : 1;
       var bb = ACTIVE.indexOf(b.state) >= 0 ? 0 : 1;
       if (aa !== bb) return aa - bb;
-      return String(b.updatedAt).localeCompare(String(a.updatedAt));
+      return String(b.updatedAt).localeCompare(String(a.updatedAt)) || b.id - a.id;  // stable between refreshes
     });
     var rows = items.slice(0, MAX_ROWS).map(function (w) {
       return el("tr", { "data-workload": w.namespace + "/" + w.name },
