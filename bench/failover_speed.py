@@ -1,0 +1,151 @@
+"""Failover speed: N running jobs, one worker lost, how fast are they detected, re-placed and re-admitted?
+
+The simulated clusters run in a child process (``dispatcher sim up``, nodes with room for thousands of pods), so
+the figures are the dispatcher's and not the simulator sharing its event loop; the dispatcher runs here.
+
+    python bench/failover_speed.py --jobs 1000 --lost-timeout 5
+    python bench/failover_speed.py --jobs 1000 --max-in-flight 1000      # without the per-worker in-flight cap
+    python bench/failover_speed.py --db-url postgresql+asyncpg://root@127.0.0.1:5432/test
+
+Prints: detection (fault to Lost), placed (Lost to every affected job having its copy on another worker),
+admitted (Lost to every affected job admitted by another worker's Kueue), and a timeline of states.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+from dispatcher.adapters.job import JobAdapter
+from dispatcher.config import Policy, load_config
+from dispatcher.drill import _job
+from dispatcher.kube.client import connect
+from dispatcher.service import Dispatcher
+from dispatcher.store.engine import make_engine
+from dispatcher.store.migrate import upgrade
+from dispatcher.store.models import WorkloadState
+from dispatcher.store.repo import Repo
+
+TOPOLOGY = 'cpuWorker:\n  nodes: [{prefix: cpu, count: 4, cpu: "8", memory: 32Gi, pods: 2000}]\n'
+PLACED = (WorkloadState.PLACED, WorkloadState.ADMITTED, WorkloadState.RUNNING)
+ADMITTED = (WorkloadState.ADMITTED, WorkloadState.RUNNING)
+
+
+async def run(args: argparse.Namespace) -> dict[str, object]:
+    tmp = Path(tempfile.mkdtemp(prefix="failover-speed-"))
+    (tmp / "topology.yaml").write_text(TOPOLOGY)
+    sim = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dispatcher", "sim", "up", "--workers", str(args.workers), "--gpu-workers", "0",
+        "--dir", str(tmp / "sim"), "--run-seconds", "3600", "--topology", str(tmp / "topology.yaml"),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not await asyncio.to_thread((tmp / "sim" / "ready").exists):
+            if time.monotonic() > deadline or sim.returncode is not None:
+                raise RuntimeError("the simulated clusters did not start")
+            await asyncio.sleep(0.1)
+        admin = json.loads((tmp / "sim" / "sim.json").read_text())["admin"]
+        loaded = load_config(tmp / "sim" / "clusters.yaml")
+        workers = tuple(dataclasses.replace(w, max_in_flight=args.max_in_flight) for w in loaded.workers)
+        policy = Policy(
+            lost_timeout=args.lost_timeout,
+            suspect_after=args.lost_timeout / 2,
+            admission_timeout=120.0,
+            gc_interval=30.0,
+            finished_retention=3600.0,
+        )
+        config = dataclasses.replace(loaded, workers=workers, policy=policy)
+        engine = make_engine(args.db_url or f"sqlite+aiosqlite:///{tmp / 'dispatcher.sqlite'}")
+        await upgrade(engine)
+        dispatcher = Dispatcher(config, Repo(engine), probe_interval=min(1.0, args.lost_timeout / 5))
+        await dispatcher.start()
+        try:
+            return await _measure(args, dispatcher, config.manager, admin)
+        finally:
+            await dispatcher.stop()
+            await engine.dispose()
+    finally:
+        if sim.returncode is None:
+            sim.send_signal(signal.SIGTERM)
+            await sim.wait()
+
+
+async def _measure(
+    args: argparse.Namespace, dispatcher: Dispatcher, manager_ref: object, admin: str
+) -> dict[str, object]:
+    manager = await connect("bench", manager_ref)  # type: ignore[arg-type]
+    sem = asyncio.Semaphore(32)
+
+    async def submit(i: int) -> None:
+        async with sem:
+            await manager.create(JobAdapter.resource, "team-a", _job(i))
+
+    await asyncio.gather(*(submit(i) for i in range(args.jobs)))
+    await manager.close()
+    while sum(1 for lv in dispatcher.live.by_id.values() if lv.state == WorkloadState.RUNNING) < args.jobs:  # noqa: ASYNC110 (a benchmark polling in-memory state)
+        await asyncio.sleep(0.2)
+    by_worker: dict[str, list[int]] = {}
+    for lv in dispatcher.live.by_id.values():
+        by_worker.setdefault(lv.cluster or "", []).append(lv.id)
+    victim = max(sorted(by_worker), key=lambda w: len(by_worker[w]))
+    affected = {wid: dispatcher.live.by_id[wid].generation for wid in by_worker[victim]}
+    async with aiohttp.ClientSession() as session:
+        await session.post(f"{admin}/clusters/{victim}/fault", json={"mode": "down"})
+    fault_at = time.monotonic()
+    while dispatcher.capacities[victim].health != "Lost":  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    lost_at = time.monotonic()
+    placed_s = admitted_s = None
+    timeline: list[tuple[float, dict[str, int]]] = []
+    while time.monotonic() - lost_at < 300:
+        states: dict[str, int] = {}
+        for wid, gen in affected.items():
+            lv = dispatcher.live.by_id[wid]
+            state = lv.state if lv.generation > gen else "NotMovedYet"
+            states[state] = states.get(state, 0) + 1
+        now = time.monotonic() - lost_at
+        if not timeline or timeline[-1][1] != states:
+            timeline.append((round(now, 2), states))
+        if placed_s is None and sum(states.get(s, 0) for s in PLACED) == len(affected):
+            placed_s = now
+        if sum(states.get(s, 0) for s in ADMITTED) == len(affected):
+            admitted_s = now
+            break
+        await asyncio.sleep(0.02)
+    return {
+        "jobs": args.jobs,
+        "lost_timeout": args.lost_timeout,
+        "max_in_flight": args.max_in_flight,
+        "victim": victim,
+        "affected": len(affected),
+        "detection_seconds": round(lost_at - fault_at, 2),
+        "placed_seconds": round(placed_s, 2) if placed_s is not None else None,
+        "admitted_seconds": round(admitted_s, 2) if admitted_s is not None else None,
+        "timeline": timeline[:: max(1, len(timeline) // 15)],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--lost-timeout", type=float, default=5.0)
+    parser.add_argument("--max-in-flight", type=int, default=100, help="per worker (the config default is 100)")
+    parser.add_argument("--db-url", help="default: SQLite in a temporary directory")
+    report = asyncio.run(run(parser.parse_args()))
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
