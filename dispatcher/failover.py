@@ -34,7 +34,6 @@ from .health import HealthState
 from .kube.client import KubeError
 from .mirror import delete_copy
 from .store.models import AuditEvent, PlacementState, WorkloadState, utcnow
-from .store.repo import Transition
 
 if TYPE_CHECKING:
     from .live import Live
@@ -75,65 +74,48 @@ class Failover:
             affected = self.affected(worker)
             if not affected:
                 return 0
-            moves: list[tuple[Live, Transition, bool]] = []
-            for live in affected:
-                if live.no_failover:
-                    reason = (
-                        f"WorkerLost: worker {worker} was lost; not placed again because of "
-                        f"{L.NO_FAILOVER}=true (it may still be running there)"
-                    )
-                    # The generation moves too: the copy left on the lost worker is stale, so it is fenced
-                    # (deleted) when the worker returns and its status never reaches the manager.
-                    values = {
-                        "state": WorkloadState.FAILED,
-                        "generation": live.generation + 1,
-                        "reason": reason,
-                        "finished_at": utcnow(),
-                    }
-                    event_type = "WorkerLost"
-                else:
-                    reason = f"worker {worker} was lost; placing it again (generation {live.generation + 1})"
-                    values = {
-                        "state": WorkloadState.PENDING,
-                        "generation": live.generation + 1,
-                        "cluster": None,
-                        "placement_id": None,
-                        "reason": reason,
-                    }
-                    event_type = "FailedOver"
-                t = Transition(
-                    live.id,
-                    live.generation,
-                    values,
+            move_reason = f"worker {worker} was lost; placing it again"
+            # The generation moves for no-failover workloads too: the copy left on the lost worker is stale, so
+            # it is fenced (deleted) when the worker returns and its status never reaches the manager.
+            fail_reason = (
+                f"WorkerLost: worker {worker} was lost; not placed again because of "
+                f"{L.NO_FAILOVER}=true (it may still be running there)"
+            )
+            moves = [(lv.id, lv.generation, lv.placement_id) for lv in affected if not lv.no_failover]
+            failures = [(lv.id, lv.generation, lv.placement_id) for lv in affected if lv.no_failover]
+            moved_ids, failed_ids = await svc.retry_sql(
+                "fail over",
+                functools.partial(
+                    svc.repo.fail_over,
+                    worker,
+                    moves,
+                    failures,
                     from_states=PLACED_STATES,
-                    placement_id=live.placement_id,
-                    placement_values={"state": PlacementState.LOST, "outcome": reason, "ended_at": utcnow()},
-                    event=(event_type, reason, {"from": worker}),
-                    cluster=worker,
-                )
-                moves.append((live, t, live.no_failover))
-            results = await svc.retry_sql("fail over", lambda: svc.repo.apply([t for _, t, _ in moves]))
+                    move_reason=move_reason,
+                    fail_reason=fail_reason,
+                ),
+            )
             cap = svc.capacities.get(worker)
             moved = 0
-            for (live, t, no_failover), ok in zip(moves, results, strict=True):
-                if not ok:
-                    continue
+            for live in affected:
+                if live.id not in moved_ids and live.id not in failed_ids:
+                    continue  # changed meanwhile (finished, deleted): its own step owns it
                 moved += 1
                 svc.metrics.placement_ended(worker, PlacementState.LOST)
                 if cap is not None:
                     cap.release(live.uid)
-                if no_failover:
-                    live.generation = int(t.values["generation"])
+                if live.id in failed_ids:
+                    live.generation += 1
                     live.state = WorkloadState.FAILED
                     live.finished_at = time.monotonic()
-                    svc.emit(live, "Warning", "WorkerLost", str(t.values["reason"]))
+                    svc.emit(live, "Warning", "WorkerLost", fail_reason)
                     svc.after_terminal(live)
-                    svc.spawn(svc.report(live, WorkloadState.FAILED, str(t.values["reason"]), None), live)
+                    svc.spawn(svc.report(live, WorkloadState.FAILED, fail_reason, None), live)
                     continue
                 self.failovers += 1
                 svc.metrics.failover(worker)
-                svc.emit(live, "Warning", "FailedOver", str(t.values["reason"]))
-                svc.requeue(live, int(t.values["generation"]))
+                svc.emit(live, "Warning", "FailedOver", f"{move_reason} (generation {live.generation + 1})")
+                svc.requeue(live, live.generation + 1)
             log.warning("worker %s lost: %d workloads moved or failed", worker, moved)
             svc.wake_placement()
             return moved

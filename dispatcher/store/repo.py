@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, insert, select, text, update
+from sqlalchemy import and_, func, insert, select, text, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 from sqlalchemy.orm import selectinload
 from sqlalchemy.sql.dml import Update
@@ -318,6 +318,64 @@ class Repo:
                     )
                 results.append(ok)
         return results
+
+    async def fail_over(
+        self,
+        worker: str,
+        moves: Sequence[tuple[int, int, int | None]],
+        failures: Sequence[tuple[int, int, int | None]],
+        *,
+        from_states: Sequence[str],
+        move_reason: str,
+        fail_reason: str,
+    ) -> tuple[set[int], set[int]]:
+        """A lost worker's workloads in one transaction and a handful of statements, however many there are:
+        ``moves`` (id, generation, placement id) go back to Pending at generation + 1, ``failures`` (no-failover)
+        become Failed at generation + 1. Each is guarded by its generation and state. Returns the ids applied."""
+        now = utcnow()
+        moved: set[int] = set()
+        failed: set[int] = set()
+        async with self.sessions.begin() as s:
+            for items, values, into in (
+                (
+                    moves,
+                    {"state": WorkloadState.PENDING, "cluster": None, "placement_id": None, "reason": move_reason},
+                    moved,
+                ),
+                (failures, {"state": WorkloadState.FAILED, "reason": fail_reason, "finished_at": now}, failed),
+            ):
+                for start in range(0, len(items), 500):
+                    chunk = items[start : start + 500]
+                    result = await s.execute(
+                        update(Workload)
+                        .where(
+                            tuple_(Workload.id, Workload.generation).in_([(i, g) for i, g, _ in chunk]),
+                            Workload.state.in_(list(from_states)),
+                        )
+                        .values(**values, generation=Workload.generation + 1, updated_at=now)
+                        .returning(Workload.id)
+                    )
+                    into.update(int(x) for x in result.scalars().all())
+            done = moved | failed
+            pids = [pid for wid, _, pid in [*moves, *failures] if wid in done and pid is not None]
+            for start in range(0, len(pids), 500):
+                await s.execute(
+                    update(Placement)
+                    .where(Placement.id.in_(pids[start : start + 500]))
+                    .values(state=PlacementState.LOST, outcome=f"worker {worker} was lost", ended_at=now)
+                )
+            s.add_all(
+                AuditEvent(
+                    at=now,
+                    workload_id=wid,
+                    cluster=worker,
+                    type="FailedOver" if wid in moved else "WorkerLost",
+                    message=move_reason if wid in moved else fail_reason,
+                    data={"from": worker},
+                )
+                for wid in sorted(done)
+            )
+        return moved, failed
 
     async def update_placement(self, placement_id: int, **values: Any) -> None:
         async with self.sessions.begin() as s:
