@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -25,18 +26,14 @@ def _backends() -> list[str]:
     return ["sqlite", "postgresql"]
 
 
-@pytest.fixture(params=_backends())
-async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """A fresh, empty database: a SQLite file, or a PostgreSQL schema of its own."""
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path / 'dispatcher.sqlite'}"
-        return
+@contextlib.asynccontextmanager
+async def _fresh_postgres() -> AsyncIterator[str]:
+    """A PostgreSQL database of its own (full isolation, including the Alembic version table), dropped after."""
     if not PG_URL:
         pytest.skip("DISPATCHER_TEST_PG_URL is not set (CI sets it); PostgreSQL variant not run")
     import asyncpg
     from sqlalchemy.engine import make_url
 
-    # A database of its own per test: full isolation, including the Alembic version table.
     name = f"dispatcher_t_{uuid.uuid4().hex[:12]}"
     base = make_url(PG_URL)
     admin = base.set(drivername="postgresql").render_as_string(hide_password=False)
@@ -45,9 +42,28 @@ async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
         await conn.close()
-    yield base.set(database=name).render_as_string(hide_password=False)
-    conn = await asyncpg.connect(admin)
     try:
-        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        yield base.set(database=name).render_as_string(hide_password=False)
     finally:
-        await conn.close()
+        conn = await asyncpg.connect(admin)
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()
+
+
+@pytest.fixture(params=_backends())
+async def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh, empty database: a SQLite file, or a PostgreSQL database of its own."""
+    if request.param == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'dispatcher.sqlite'}"
+        return
+    async with _fresh_postgres() as url:
+        yield url
+
+
+@pytest.fixture
+async def pg_url() -> AsyncIterator[str]:
+    """A fresh PostgreSQL database, for tests that only make sense on a database server."""
+    async with _fresh_postgres() as url:
+        yield url

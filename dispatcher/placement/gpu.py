@@ -53,6 +53,7 @@ from .vgpu import (
     fit_pod_set,
     node_usage,
     prepare_pod,
+    utilisation,
 )
 
 if TYPE_CHECKING:
@@ -99,21 +100,6 @@ def _not_ready(node: Mapping[str, Any]) -> bool:
         if c.get("type") == "Ready":
             return bool(c.get("status") != "True")
     return False  # no conditions reported: not known to be NotReady
-
-
-def _utilisation(devices: Iterable[DeviceUsage]) -> float:
-    """Mean of slot, core and memory utilisation (0..1) of a node, HAMi's node score without its weight."""
-    used = usedcores = usedmem = count = devcore = devmem = 0
-    for d in devices:
-        used += d.used
-        usedcores += d.usedcores
-        usedmem += d.usedmem
-        count += d.info.count
-        devcore += d.info.devcore
-        devmem += d.info.devmem
-    if count == 0 or devcore == 0 or devmem == 0:
-        return 0.0
-    return (used / count + usedcores / devcore + usedmem / devmem) / 3
 
 
 class WorkerGpus:
@@ -507,6 +493,6 @@ class HamiFitter:
                 allocations[name] = taken
         if not touched:
             return GpuVerdict(True, "", 0.5, {})
-        util = sum(_utilisation(inv.devices(n)) for n in touched) / len(touched)
+        util = sum(utilisation(inv.devices(n)) for n in touched) / len(touched)
         score = util if mode != "spread" else 1.0 - util
         return GpuVerdict(True, "", max(0.0, min(1.0, score)), allocations)

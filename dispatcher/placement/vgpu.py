@@ -134,6 +134,7 @@ __all__ = [
     "register_device",
     "schedule_pod",
     "sort_devices",
+    "utilisation",
 ]
 
 # --------------------------------------------------------------------------------------------------------------
@@ -2956,7 +2957,7 @@ def _totals(devices: Iterable[DeviceUsage]) -> tuple[int, int, int, int, int, in
     return used, usedcores, usedmem, count, devcore, devmem
 
 
-def _utilisation(devices: Iterable[DeviceUsage]) -> float:
+def utilisation(devices: Iterable[DeviceUsage]) -> float:
     """Mean of slot, core and memory utilisation (0..1), the node score without its float32 and weight."""
     used, usedcores, usedmem, count, devcore, devmem = _totals(devices)
     if count == 0 or devcore == 0 or devmem == 0:
@@ -3010,7 +3011,7 @@ class GpuInventory:
 
     def utilisation(self) -> float:
         """Mean slot/core/memory utilisation over all GPUs of the worker (0..1)."""
-        return _utilisation(d for s in self.states.values() for d in s.devices)
+        return utilisation(d for s in self.states.values() for d in s.devices)
 
     def apply(self, placement: PodSetFit) -> GpuInventory:
         """A new inventory with ``placement``'s usage added."""
@@ -3187,5 +3188,5 @@ def fit_pod_set(
         chosen.append(name)
         devices.append(fit.hami_devices)
     distinct = dict.fromkeys(chosen)
-    score = sum(_utilisation(overlay[n].devices) for n in distinct) / len(distinct)
+    score = sum(utilisation(overlay[n].devices) for n in distinct) / len(distinct)
     return PodSetFit(True, chosen, devices, "", score, count, {n: s.devices for n, s in overlay.items()})

@@ -14,9 +14,9 @@ from dispatcher.store.models import WorkloadState
 
 
 @pytest.mark.postgres
-async def test_database_outage_mid_run_loses_nothing(tmp_path: Path, db_url: str) -> None:
-    if not db_url.startswith("postgresql"):
-        pytest.skip("the outage is staged on PostgreSQL (SQLite is a file in the process)")
+async def test_database_outage_mid_run_loses_nothing(tmp_path: Path, pg_url: str) -> None:
+    """PostgreSQL only: SQLite is a file inside the process, it has no outage to stage."""
+    db_url = pg_url
     url = make_url(db_url)
     name = url.database
     admin_url = make_url(os.environ["DISPATCHER_TEST_PG_URL"]).set(drivername="postgresql")

@@ -6,15 +6,15 @@ uses, and waits (polling the store, bounded by a timeout) for what a cluster run
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
 from typing import Any
 
 import pytest
+from simclient import wait_for
 
 from dispatcher.placement.vgpu import (
     ALLOCATED_ANNOTATION,
@@ -39,18 +39,6 @@ Obj = dict[str, Any]
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------
-
-
-async def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 @asynccontextmanager

