@@ -18,6 +18,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from . import labels as L
+from .adapters.base import Adapter
 from .kube.client import KubeError
 from .mirror import delete_copy
 from .store.models import AuditEvent, utcnow
@@ -43,7 +44,7 @@ class GarbageCollector:
         self._requested.add(worker)
         self._event.set()
 
-    def orphans(self, worker: str) -> list[Obj]:
+    def orphans(self, worker: str) -> list[tuple[Adapter, Obj]]:
         """Copies on ``worker`` with our origin label that no live workload owns (from the informer cache)."""
         svc = self.service
         view = svc.views.get(worker)
@@ -64,7 +65,7 @@ class GarbageCollector:
                     and labels.get(L.GENERATION) == str(live.generation)
                 ):
                     continue
-                out.append(obj)
+                out.append((adapter, obj))
         return out
 
     async def collect(self, worker: str) -> int:
@@ -73,11 +74,9 @@ class GarbageCollector:
         if client is None:
             return 0
         records = []
-        for obj in self.orphans(worker):
+        # Items of a list carry no kind (as on a real API server): the adapter whose informer held them decides.
+        for adapter, obj in self.orphans(worker):
             meta = obj.get("metadata") or {}
-            adapter = next((a for a in svc.adapters.values() if a.kind == obj.get("kind")), None)
-            if adapter is None:
-                adapter = next(iter(svc.adapters.values()))
             try:
                 await delete_copy(
                     client, adapter.resource, meta.get("namespace", ""), meta.get("name", ""), meta.get("uid")
