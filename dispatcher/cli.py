@@ -197,22 +197,46 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_drill(args: argparse.Namespace) -> int:
-    from .drill import DrillOptions, run_drill
+    from .drill import DrillOptions, run_drill, run_remote_drill
 
     _setup_logging(args.log_level)
-    if not args.sim:
+    given = (("--config", args.config), ("--api", args.api), ("--cluster", args.cluster))
+    remote = [opt for opt, value in given if value]
+    if args.sim == bool(remote):
         raise UsageError(
-            "only --sim drills are available in this version (drills against a running dispatcher "
-            "need its API: see the issues)"
+            "choose one: --sim (simulated clusters and a dispatcher of the drill's own) or "
+            "--config clusters.yaml --api URL --cluster NAME (a running dispatcher)"
         )
-    if args.jobs < 1 or args.workers < 2:
-        raise UsageError("--jobs must be >= 1 and --workers >= 2 (one to lose, one to fail over to)")
+    if remote and len(remote) < 3:
+        missing = {"--config", "--api", "--cluster"} - set(remote)
+        raise UsageError(f"a drill against a running dispatcher also needs {', '.join(sorted(missing))}")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
+    if args.sim and args.workers < 2:
+        raise UsageError(f"--workers must be >= 2 (one to lose, one to fail over to), got {args.workers}")
     if args.lost_timeout <= 0:
         raise UsageError(f"--lost-timeout must be > 0, got {args.lost_timeout}")
+    if args.heal_command and not args.fault_command:
+        raise UsageError("--heal-command needs --fault-command")
     options = DrillOptions(
-        workers=args.workers, mode=args.mode, jobs=args.jobs, lost_timeout=args.lost_timeout, json=args.json
+        workers=args.workers,
+        mode=args.mode,
+        jobs=args.jobs,
+        lost_timeout=args.lost_timeout,
+        json=args.json,
+        timeout=args.timeout,
+        config=args.config,
+        api=args.api,
+        token=args.token or os.environ.get("DISPATCHER_API_TOKEN"),
+        cluster=args.cluster,
+        namespace=args.namespace,
+        queue=args.queue,
+        sim_admin=args.sim_admin,
+        fault_command=args.fault_command,
+        heal_command=args.heal_command,
+        keep=args.keep,
     )
-    return asyncio.run(run_drill(options))
+    return asyncio.run(run_remote_drill(options) if remote else run_drill(options))
 
 
 def _remote(args: argparse.Namespace, method: str, path: str) -> object:
@@ -317,11 +341,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     drill = sub.add_parser("drill", help="lose a worker under load; report detection, re-placement, duplicates")
     drill.add_argument("--sim", action="store_true", help="on simulated clusters with a dispatcher of its own")
-    drill.add_argument("--workers", type=int, default=3)
+    drill.add_argument("--workers", type=int, default=3, help="--sim: simulated workers (default %(default)s)")
     drill.add_argument("--mode", choices=["down", "partition", "flaky"], default="down")
     drill.add_argument("--jobs", type=int, default=100)
-    drill.add_argument("--lost-timeout", type=float, default=5.0, help="seconds without answer before Lost")
+    drill.add_argument(
+        "--lost-timeout",
+        type=float,
+        default=5.0,
+        help="--sim: seconds without answer before Lost (a running dispatcher uses its own policy)",
+    )
+    drill.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for each phase")
     drill.add_argument("--json", action="store_true")
+    drill.add_argument("--config", help="the running dispatcher's clusters.yaml (manager and worker kubeconfigs)")
+    drill.add_argument("--api", help="the running dispatcher's API, e.g. http://127.0.0.1:8080")
+    drill.add_argument("--token", help="API bearer token, read role is enough (default: $DISPATCHER_API_TOKEN)")
+    drill.add_argument("--cluster", help="the worker to fail")
+    drill.add_argument("--namespace", default="team-a", help="namespace of the drill's Jobs (default %(default)s)")
+    drill.add_argument("--queue", default="user-queue", help="LocalQueue of the drill's Jobs (default %(default)s)")
+    drill.add_argument("--sim-admin", help="admin URL of `dispatcher sim up` (default: from sim.json beside --config)")
+    drill.add_argument("--fault-command", help="shell command that fails the worker, e.g. docker stop …")
+    drill.add_argument("--heal-command", help="shell command that brings it back, e.g. docker start …")
+    drill.add_argument("--keep", action="store_true", help="keep the drill's Jobs on the manager afterwards")
     drill.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     drill.set_defaults(func=_cmd_drill)
 

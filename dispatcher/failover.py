@@ -152,6 +152,7 @@ class Failover:
                     )
                     await svc.retry_sql("record fencing", functools.partial(svc.repo.record, [event]))
             self.fenced += deleted
+            svc.metrics.fenced(worker, deleted)
             log.warning("worker %s is back: %d stale copies deleted before trusting it", worker, deleted)
             return deleted
 

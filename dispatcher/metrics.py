@@ -245,6 +245,13 @@ class Metrics:
             namespace=PREFIX,
             registry=self.registry,
         )
+        self.fenced_copies = Counter(
+            "fenced_copies",
+            "Stale copies (an older generation) deleted from a worker when it came back after being lost.",
+            ["cluster"],
+            namespace=PREFIX,
+            registry=self.registry,
+        )
         self.sql_errors = Counter(
             "sql_errors",
             "SQL statements or transactions that failed (each retry counts).",
@@ -266,6 +273,7 @@ class Metrics:
             for outcome in Outcome.ALL:
                 self.placements.labels(cluster=name, outcome=outcome)
             self.failovers.labels(from_cluster=name)
+            self.fenced_copies.labels(cluster=name)
 
     # -- events (called by the service) ---------------------------------------------------------------------
 
@@ -305,6 +313,11 @@ class Metrics:
 
     def failover(self, from_cluster: str) -> None:
         self.failovers.labels(from_cluster=from_cluster).inc()
+
+    def fenced(self, cluster: str, copies: int) -> None:
+        """``copies`` stale copies were deleted from ``cluster`` on its return."""
+        if copies:
+            self.fenced_copies.labels(cluster=cluster).inc(copies)
 
     def sql_error(self) -> None:
         self.sql_errors.inc()

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import functools
 import heapq
+import inspect
 import itertools
 import logging
 import time
@@ -331,9 +332,15 @@ class Dispatcher:
                     live.busy = False
                     self._mark_dirty(live.id)
 
+        def done(task: asyncio.Task[None]) -> None:
+            self._steps.discard(task)
+            # A step cancelled before it began (the service stopping) never awaited ``coro``: close it quietly.
+            if inspect.iscoroutine(coro):
+                coro.close()
+
         task = asyncio.create_task(runner())
         self._steps.add(task)
-        task.add_done_callback(self._steps.discard)
+        task.add_done_callback(done)
 
     def _adapter(self, live: Live) -> Adapter:
         return self.adapters[live.kind]
