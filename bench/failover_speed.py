@@ -88,7 +88,7 @@ async def _measure(
 
     async def submit(i: int) -> None:
         async with sem:
-            await manager.create(JobAdapter.resource, "team-a", _job(i))
+            await manager.create(JobAdapter.resource, "team-a", _job(f"drill-{i:05d}", "team-a", "user-queue"))
 
     await asyncio.gather(*(submit(i) for i in range(args.jobs)))
     await manager.close()

@@ -231,50 +231,70 @@ class Repo:
 
     async def begin_placements(self, intents: Sequence[PlacementIntent]) -> list[PlacementIntent]:
         """Record intents (one transaction). An intent is kept only if its workload is still Pending at
-        that generation; the accepted ones come back with ``placement_id`` set and the workload Placing."""
+        that generation; the accepted ones come back with ``placement_id`` set and the workload Placing.
+
+        A handful of statements however many intents there are (a failover re-places hundreds at once): one
+        guarded UPDATE that claims the workloads, one multi-row INSERT of the placements, one executemany
+        UPDATE that points each workload at its placement, and the audit events."""
         if not intents:
             return []
-        accepted: list[PlacementIntent] = []
         now = utcnow()
+        unique: dict[int, PlacementIntent] = {}
+        for intent in intents:
+            unique.setdefault(intent.workload_id, intent)
+        todo = list(unique.values())
         async with self.sessions.begin() as s:
-            for intent in intents:
+            claimed: set[int] = set()
+            for start in range(0, len(todo), 500):
+                chunk = todo[start : start + 500]
                 result = await s.execute(
                     update(Workload)
                     .where(
-                        Workload.id == intent.workload_id,
-                        Workload.generation == intent.generation,
+                        tuple_(Workload.id, Workload.generation).in_([(i.workload_id, i.generation) for i in chunk]),
                         Workload.state == WorkloadState.PENDING,
                         Workload.deleted.is_(False),
                     )
-                    .values(
-                        state=WorkloadState.PLACING,
-                        cluster=intent.cluster,
-                        reason=None,
-                        last_decision=intent.decision,
-                        updated_at=now,
-                    )
+                    .values(state=WorkloadState.PLACING, reason=None, updated_at=now)
+                    .returning(Workload.id)
                 )
-                if result.rowcount != 1:  # type: ignore[attr-defined]
-                    continue
-                pid = (
-                    await s.execute(
-                        insert(Placement)
-                        .values(
-                            workload_id=intent.workload_id,
-                            generation=intent.generation,
-                            cluster=intent.cluster,
-                            strategy=intent.strategy,
-                            score=intent.score,
-                            decision=intent.decision,
-                            state=PlacementState.CREATING,
-                            created_at=now,
-                        )
-                        .returning(Placement.id)
-                    )
-                ).scalar_one()
-                await s.execute(update(Workload).where(Workload.id == intent.workload_id).values(placement_id=pid))
-                intent.placement_id = pid
-                accepted.append(intent)
+                claimed.update(int(x) for x in result.scalars().all())
+            accepted = [i for i in todo if i.workload_id in claimed]
+            if not accepted:
+                return []
+            rows = (
+                await s.execute(
+                    insert(Placement).returning(Placement.id, Placement.workload_id, sort_by_parameter_order=True),
+                    [
+                        {
+                            "workload_id": i.workload_id,
+                            "generation": i.generation,
+                            "cluster": i.cluster,
+                            "strategy": i.strategy,
+                            "score": i.score,
+                            "decision": i.decision,
+                            "state": PlacementState.CREATING,
+                            "created_at": now,
+                        }
+                        for i in accepted
+                    ],
+                )
+            ).all()
+            for intent, (pid, wid) in zip(accepted, rows, strict=True):
+                if int(wid) != intent.workload_id:  # sort_by_parameter_order guarantees it; never trust blindly
+                    raise RuntimeError("placement rows came back out of order")
+                intent.placement_id = int(pid)
+            await s.execute(
+                update(Workload),
+                [
+                    {
+                        "id": i.workload_id,
+                        "cluster": i.cluster,
+                        "last_decision": i.decision,
+                        "placement_id": i.placement_id,
+                    }
+                    for i in accepted
+                ],
+            )
             s.add_all(
                 AuditEvent(
                     at=now,
