@@ -914,10 +914,17 @@ class Dispatcher:
         snap = RemoteSnapshot(remote, view.workloads_by_owner.get(remote_uid or ""))
         obs = observe(adapter, snap)
         cap = self.capacities[live.cluster or ""]
+        freed = False
         if obs.state in (WorkloadState.ADMITTED, WorkloadState.RUNNING) or ORDER[obs.state] >= 4:
-            cap.settle(live.uid)
+            freed = cap.settle(live.uid)
         if obs.state == WorkloadState.RUNNING or ORDER[obs.state] >= 4:
-            cap.release(live.uid)
+            freed = cap.release(live.uid) is not None or freed
+        if freed:
+            # The worker's Kueue took over the quota and this placement is no longer in flight: workloads
+            # parked on maxInFlight or on the reservation may fit now. The informer event that brought the
+            # admission woke placement before this settled, so without this wake-up they would wait for the
+            # next unrelated event (seen: 366 jobs parked for good after a burst).
+            self._wake_placement()
         status_changed = live.reported.get("remote") != remote.get("status")
         if obs.state == live.state and not status_changed:
             return None

@@ -265,19 +265,20 @@ class WorkerCapacity:
             self.gpu.assume(reservation.uid, reservation.gpu)
         self.touch()
 
-    def settle(self, uid: str) -> None:
+    def settle(self, uid: str) -> bool:
         """The worker's Kueue admitted the copy: its Workload now carries the quota usage, so the quota part
         of the reservation goes. The HAMi part stays until the pods are bound (their annotations then carry
         it) or the workload ends, so a GPU promised to it is not offered again in between."""
         reservation = self.reservations.get(uid)
         if reservation is None or not reservation.usage:
-            return
+            return False
         self.tree.remove_usage(reservation.cluster_queue, reservation.usage)
         if reservation.gpu:
             self.reservations[uid] = Reservation(reservation.uid, reservation.cluster_queue, {}, reservation.gpu)
         else:
             del self.reservations[uid]
         self.touch()
+        return True
 
     def release(self, uid: str) -> Reservation | None:
         reservation = self.reservations.pop(uid, None)

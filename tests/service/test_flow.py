@@ -325,3 +325,17 @@ async def test_a_restarted_dispatcher_resumes_from_sql_and_runs_each_job_once(tm
             assert len([p for p in row.placements if p.state == PlacementState.SUCCEEDED]) == 1
     finally:
         await stop_rig(r)
+
+
+async def test_workloads_parked_on_max_in_flight_are_placed_as_soon_as_copies_are_admitted(rig: Rig) -> None:
+    # Admission frees a slot of maxInFlight only once the status sync has settled the reservation, after the
+    # informer event that woke placement: the sync must wake placement itself, or parked jobs wait forever.
+    for cap in rig.dispatcher.capacities.values():
+        cap.max_in_flight = 1
+    for view in rig.dispatcher.views.values():
+        # The worst order, made certain: capacity events from the workers wake nobody (they came too early).
+        view.on_capacity = lambda _worker: None
+    names = [f"inflight-{i}" for i in range(8)]
+    await asyncio.gather(*(rig.submit(job(n, cpu="100m", memory="64Mi", seconds=3600)) for n in names))
+    for n in names:
+        await rig.wait_state("team-a", n, WorkloadState.RUNNING, timeout=60)
