@@ -12,9 +12,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .config import DispatcherConfig
+
+if TYPE_CHECKING:
+    from .leader import LeaderElectionConfig
 
 __all__ = ["main"]
 
@@ -118,17 +122,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     config = _load_config(args.config)
     url = _db_url(args, config.database_url)
+    election = _election(args, url)
     _setup_logging(args.log_level)
 
     async def run() -> int:
         import signal
 
-        engine = make_engine(url)
+        engine_args: dict[str, object] = {}
+        if election is not None:
+            # A leader frozen inside a transaction holds the fencing row FOR SHARE: the server ends such a
+            # session after the renew deadline, so a takeover never waits on a frozen process.
+            ms = str(int(election.renew_deadline * 1000))
+            engine_args["connect_args"] = {"server_settings": {"idle_in_transaction_session_timeout": ms}}
+        engine = make_engine(url, **engine_args)
         try:
             await upgrade(engine)
         except OSError as exc:
             raise UsageError(f"cannot reach the database {redact(url)}: {exc.strerror or exc}") from None
-        dispatcher = Dispatcher(config, Repo(engine))
+        dispatcher = Dispatcher(config, Repo(engine), election=election)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -154,6 +165,41 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return asyncio.run(run())
     except DatabaseUrlError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _election(args: argparse.Namespace, url: str) -> LeaderElectionConfig | None:
+    """The leader-election settings of ``run``, checked; None without ``--leader-elect``."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from .leader import LeaderElectionConfig, lease_namespace_default
+    from .store.engine import redact
+
+    if not args.leader_elect:
+        return None
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError:
+        backend = ""
+    if backend != "postgresql":
+        raise UsageError(
+            f"--leader-elect needs PostgreSQL, but the database URL is {redact(url)}: SQLite serves one replica "
+            "only (its file is not shared between pods, and it has no row locks to fence a deposed leader). Give "
+            "a postgresql+asyncpg:// URL (--db-url, $DISPATCHER_DB_URL or database.url), or run one replica "
+            "without --leader-elect"
+        )
+    election = LeaderElectionConfig(
+        namespace=args.leader_elect_resource_namespace or lease_namespace_default(),
+        name=args.leader_elect_resource_name,
+        identity=args.leader_elect_identity or os.environ.get("POD_NAME", ""),
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+    )
+    problems = election.problems()
+    if problems:
+        raise UsageError("; ".join(problems))
+    return election
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -298,6 +344,31 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--api-listen", default="127.0.0.1:8080", help="HOST:PORT of the REST API, /metrics and /healthz")
     run.add_argument("--api-tokens", help="file of 'ROLE TOKEN' lines (ROLE read or admin); or $DISPATCHER_API_TOKENS")
+    ha = run.add_argument_group(
+        "leader election", "several replicas on one PostgreSQL: the holder of a coordination.k8s.io/v1 Lease on the "
+        "manager acts, the others stand by (warm informers, read-only API)"
+    )
+    ha.add_argument("--leader-elect", action="store_true", help="take part in leader election (PostgreSQL only)")
+    ha.add_argument(
+        "--leader-elect-resource-namespace",
+        help="namespace of the Lease (default: $POD_NAMESPACE, the pod's namespace, else dispatcher-system)",
+    )
+    ha.add_argument("--leader-elect-resource-name", default="kueue-dispatcher-leader", help="name of the Lease")
+    ha.add_argument(
+        "--leader-elect-identity", help="this replica's holderIdentity (default: $POD_NAME, else HOSTNAME_UUID)"
+    )
+    ha.add_argument(
+        "--leader-elect-lease-duration", type=float, default=15.0, help="seconds a standby waits (default %(default)s)"
+    )
+    ha.add_argument(
+        "--leader-elect-renew-deadline",
+        type=float,
+        default=10.0,
+        help="seconds the leader keeps acting without a renewal (default %(default)s)",
+    )
+    ha.add_argument(
+        "--leader-elect-retry-period", type=float, default=2.0, help="seconds between attempts (default %(default)s)"
+    )
     run.set_defaults(func=_cmd_run)
 
     demo = sub.add_parser("demo", help="simulated clusters + SQLite + the dispatcher, ~30 mixed Jobs, a summary")
