@@ -251,6 +251,8 @@ def _cmd_drill(args: argparse.Namespace) -> int:
             "only --sim drills are available in this version (drills against a running dispatcher "
             "need its API: see the issues)"
         )
+    if args.mode == "leader-kill":
+        return _leader_kill_drill(args)
     if args.jobs < 1 or args.workers < 2:
         raise UsageError("--jobs must be >= 1 and --workers >= 2 (one to lose, one to fail over to)")
     if args.lost_timeout <= 0:
@@ -259,6 +261,47 @@ def _cmd_drill(args: argparse.Namespace) -> int:
         workers=args.workers, mode=args.mode, jobs=args.jobs, lost_timeout=args.lost_timeout, json=args.json
     )
     return asyncio.run(run_drill(options))
+
+
+def _leader_kill_drill(args: argparse.Namespace) -> int:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from .drill import HaDrillOptions, run_leader_kill_drill
+    from .leader import LeaderElectionConfig
+    from .store.engine import redact
+
+    url = args.db_url or os.environ.get("DISPATCHER_DB_URL") or ""
+    try:
+        backend = make_url(url).get_backend_name() if url else ""
+    except ArgumentError:
+        backend = ""
+    if backend != "postgresql":
+        shown = redact(url) if url else "(none given)"
+        raise UsageError(
+            f"--mode leader-kill runs replicas on PostgreSQL: --db-url must be a postgresql+asyncpg:// URL, got {shown}"
+        )
+    if args.replicas < 2:
+        raise UsageError(f"--replicas must be at least 2 (one to kill, one to take over), got {args.replicas}")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    timings = LeaderElectionConfig(
+        lease_duration=args.lease_duration, renew_deadline=args.renew_deadline, retry_period=args.retry_period
+    )
+    problems = [p.replace("--leader-elect-", "--") for p in timings.problems()]
+    if problems:
+        raise UsageError("; ".join(problems))
+    options = HaDrillOptions(
+        db_url=url,
+        replicas=args.replicas,
+        jobs=args.jobs,
+        workers=args.workers,
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+        json=args.json,
+    )
+    return asyncio.run(run_leader_kill_drill(options))
 
 
 def _remote(args: argparse.Namespace, method: str, path: str) -> object:
@@ -389,11 +432,16 @@ def build_parser() -> argparse.ArgumentParser:
     drill = sub.add_parser("drill", help="lose a worker under load; report detection, re-placement, duplicates")
     drill.add_argument("--sim", action="store_true", help="on simulated clusters with a dispatcher of its own")
     drill.add_argument("--workers", type=int, default=3)
-    drill.add_argument("--mode", choices=["down", "partition", "flaky"], default="down")
+    drill.add_argument("--mode", choices=["down", "partition", "flaky", "leader-kill"], default="down")
     drill.add_argument("--jobs", type=int, default=100)
     drill.add_argument("--lost-timeout", type=float, default=5.0, help="seconds without answer before Lost")
     drill.add_argument("--json", action="store_true")
     drill.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    drill.add_argument("--replicas", type=int, default=2, help="leader-kill: dispatcher replicas (default 2)")
+    drill.add_argument("--db-url", help="leader-kill: PostgreSQL server URL (a fresh database is made beside it)")
+    drill.add_argument("--lease-duration", type=float, default=15.0, help="leader-kill: Lease duration (s)")
+    drill.add_argument("--renew-deadline", type=float, default=10.0, help="leader-kill: renew deadline (s)")
+    drill.add_argument("--retry-period", type=float, default=2.0, help="leader-kill: retry period (s)")
     drill.set_defaults(func=_cmd_drill)
 
     def api_args(p: argparse.ArgumentParser) -> None:
