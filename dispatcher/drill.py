@@ -697,15 +697,19 @@ async def _leader_kill(ha: HaWorld, options: HaDrillOptions, progress: TextIO) -
     with contextlib.suppress(TimeoutError):
         await wait_for(taken_over, "a new leader", options.lease_duration * 4 + 30, interval=0.02)
     first_placement: float | None = None
-    async with ha.repo.sessions() as s:
+
+    async def placed_after_kill() -> Any:
         from sqlalchemy import func, select
 
         from .store.models import Placement
 
-        first = (
-            await s.execute(select(func.min(Placement.created_at)).where(Placement.created_at > killed_wall))
-        ).scalar_one_or_none()
-    if first is not None:
+        async with ha.repo.sessions() as s:
+            return (
+                await s.execute(select(func.min(Placement.created_at)).where(Placement.created_at > killed_wall))
+            ).scalar_one_or_none()
+
+    with contextlib.suppress(TimeoutError):
+        first = await wait_for(placed_after_kill, "a placement after the kill", 60, interval=0.1)
         first_placement = (first - killed_wall).total_seconds()
 
     deadline = time.monotonic() + options.timeout
