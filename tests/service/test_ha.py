@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import signal
+import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -221,3 +223,18 @@ async def _one_leader(ha: Any) -> bool:
 
 async def _log_has(path: Path, text: str) -> bool:
     return text in await asyncio.to_thread(path.read_text, errors="replace")
+
+
+async def test_leader_kill_drill_cli_prints_the_json_report(pg_url: str) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dispatcher", "drill", "--sim", "--mode", "leader-kill", "--replicas", "2",
+        "--jobs", "12", "--db-url", pg_url, "--lease-duration", "3", "--renew-deadline", "2",
+        "--retry-period", "0.5", "--json",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()[-2000:]
+    report = json.loads(out)
+    assert {"takeover_seconds", "duplicates", "lost", "jobs_succeeded"} <= set(report)
+    assert report["jobs_succeeded"] == 12 and report["duplicates"] == 0 and report["lost"] == 0
+    assert report["takeover_seconds"] > 0
