@@ -388,8 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--api-listen", default="127.0.0.1:8080", help="HOST:PORT of the REST API, /metrics and /healthz")
     run.add_argument("--api-tokens", help="file of 'ROLE TOKEN' lines (ROLE read or admin); or $DISPATCHER_API_TOKENS")
     ha = run.add_argument_group(
-        "leader election", "several replicas on one PostgreSQL: the holder of a coordination.k8s.io/v1 Lease on the "
-        "manager acts, the others stand by (warm informers, read-only API)"
+        "leader election",
+        "several replicas on one PostgreSQL: the holder of a coordination.k8s.io/v1 Lease on the "
+        "manager acts, the others stand by (warm informers, read-only API)",
     )
     ha.add_argument("--leader-elect", action="store_true", help="take part in leader election (PostgreSQL only)")
     ha.add_argument(

@@ -38,9 +38,11 @@ def _check_term(session: Session) -> None:
     if not isinstance(fence, Fence):
         return
     term = fence.check()
-    current = session.connection().execute(
-        select(Leadership.term).where(Leadership.id == LEADERSHIP_ROW).with_for_update(read=True)
-    ).scalar_one_or_none()
+    current = (
+        session.connection()
+        .execute(select(Leadership.term).where(Leadership.id == LEADERSHIP_ROW).with_for_update(read=True))
+        .scalar_one_or_none()
+    )
     if current != term:
         fence.revoke()
         raise Deposed(f"term {term} is over: the current term in SQL is {current}")

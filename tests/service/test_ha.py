@@ -196,9 +196,7 @@ async def test_leader_elect_with_sqlite_is_refused_naming_the_database_url(
     config = tmp_path / "clusters.yaml"
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
-    config.write_text(
-        f"manager:\n  kubeconfig: {kubeconfig}\nworkers:\n  - name: w1\n    kubeconfig: {kubeconfig}\n"
-    )
+    config.write_text(f"manager:\n  kubeconfig: {kubeconfig}\nworkers:\n  - name: w1\n    kubeconfig: {kubeconfig}\n")
     url = f"sqlite+aiosqlite:///{tmp_path / 'one.sqlite'}"
     code = main(["run", "--config", str(config), "--db-url", url, "--leader-elect"])
     err = capsys.readouterr().err
