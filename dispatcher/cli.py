@@ -12,9 +12,13 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .config import DispatcherConfig
+
+if TYPE_CHECKING:
+    from .leader import LeaderElectionConfig
 
 __all__ = ["main"]
 
@@ -118,17 +122,24 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     config = _load_config(args.config)
     url = _db_url(args, config.database_url)
+    election = _election(args, url)
     _setup_logging(args.log_level)
 
     async def run() -> int:
         import signal
 
-        engine = make_engine(url)
+        engine_args: dict[str, object] = {}
+        if election is not None:
+            # A leader frozen inside a transaction holds the fencing row FOR SHARE: the server ends such a
+            # session after the renew deadline, so a takeover never waits on a frozen process.
+            ms = str(int(election.renew_deadline * 1000))
+            engine_args["connect_args"] = {"server_settings": {"idle_in_transaction_session_timeout": ms}}
+        engine = make_engine(url, **engine_args)
         try:
             await upgrade(engine)
         except OSError as exc:
             raise UsageError(f"cannot reach the database {redact(url)}: {exc.strerror or exc}") from None
-        dispatcher = Dispatcher(config, Repo(engine))
+        dispatcher = Dispatcher(config, Repo(engine), election=election)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -154,6 +165,41 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return asyncio.run(run())
     except DatabaseUrlError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _election(args: argparse.Namespace, url: str) -> LeaderElectionConfig | None:
+    """The leader-election settings of ``run``, checked; None without ``--leader-elect``."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from .leader import LeaderElectionConfig, lease_namespace_default
+    from .store.engine import redact
+
+    if not args.leader_elect:
+        return None
+    try:
+        backend = make_url(url).get_backend_name()
+    except ArgumentError:
+        backend = ""
+    if backend != "postgresql":
+        raise UsageError(
+            f"--leader-elect needs PostgreSQL, but the database URL is {redact(url)}: SQLite serves one replica "
+            "only (its file is not shared between pods, and it has no row locks to fence a deposed leader). Give "
+            "a postgresql+asyncpg:// URL (--db-url, $DISPATCHER_DB_URL or database.url), or run one replica "
+            "without --leader-elect"
+        )
+    election = LeaderElectionConfig(
+        namespace=args.leader_elect_resource_namespace or lease_namespace_default(),
+        name=args.leader_elect_resource_name,
+        identity=args.leader_elect_identity or os.environ.get("POD_NAME", ""),
+        lease_duration=args.leader_elect_lease_duration,
+        renew_deadline=args.leader_elect_renew_deadline,
+        retry_period=args.leader_elect_retry_period,
+    )
+    problems = election.problems()
+    if problems:
+        raise UsageError("; ".join(problems))
+    return election
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -207,6 +253,10 @@ def _cmd_drill(args: argparse.Namespace) -> int:
             "choose one: --sim (simulated clusters and a dispatcher of the drill's own) or "
             "--config clusters.yaml --api URL --cluster NAME (a running dispatcher)"
         )
+    if args.mode == "leader-kill":
+        if remote:
+            raise UsageError("--mode leader-kill runs its own replicas on simulated clusters: use it with --sim")
+        return _leader_kill_drill(args)
     if remote and len(remote) < 3:
         missing = {"--config", "--api", "--cluster"} - set(remote)
         raise UsageError(f"a drill against a running dispatcher also needs {', '.join(sorted(missing))}")
@@ -237,6 +287,47 @@ def _cmd_drill(args: argparse.Namespace) -> int:
         keep=args.keep,
     )
     return asyncio.run(run_remote_drill(options) if remote else run_drill(options))
+
+
+def _leader_kill_drill(args: argparse.Namespace) -> int:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from .ha_drill import HaDrillOptions, run_leader_kill_drill
+    from .leader import LeaderElectionConfig
+    from .store.engine import redact
+
+    url = args.db_url or os.environ.get("DISPATCHER_DB_URL") or ""
+    try:
+        backend = make_url(url).get_backend_name() if url else ""
+    except ArgumentError:
+        backend = ""
+    if backend != "postgresql":
+        shown = redact(url) if url else "(none given)"
+        raise UsageError(
+            f"--mode leader-kill runs replicas on PostgreSQL: --db-url must be a postgresql+asyncpg:// URL, got {shown}"
+        )
+    if args.replicas < 2:
+        raise UsageError(f"--replicas must be at least 2 (one to kill, one to take over), got {args.replicas}")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    timings = LeaderElectionConfig(
+        lease_duration=args.lease_duration, renew_deadline=args.renew_deadline, retry_period=args.retry_period
+    )
+    problems = [p.replace("--leader-elect-", "--") for p in timings.problems()]
+    if problems:
+        raise UsageError("; ".join(problems))
+    options = HaDrillOptions(
+        db_url=url,
+        replicas=args.replicas,
+        jobs=args.jobs,
+        workers=args.workers,
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+        json=args.json,
+    )
+    return asyncio.run(run_leader_kill_drill(options))
 
 
 def _remote(args: argparse.Namespace, method: str, path: str) -> object:
@@ -322,6 +413,32 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--api-listen", default="127.0.0.1:8080", help="HOST:PORT of the REST API, /metrics and /healthz")
     run.add_argument("--api-tokens", help="file of 'ROLE TOKEN' lines (ROLE read or admin); or $DISPATCHER_API_TOKENS")
+    ha = run.add_argument_group(
+        "leader election",
+        "several replicas on one PostgreSQL: the holder of a coordination.k8s.io/v1 Lease on the "
+        "manager acts, the others stand by (warm informers, read-only API)",
+    )
+    ha.add_argument("--leader-elect", action="store_true", help="take part in leader election (PostgreSQL only)")
+    ha.add_argument(
+        "--leader-elect-resource-namespace",
+        help="namespace of the Lease (default: $POD_NAMESPACE, the pod's namespace, else dispatcher-system)",
+    )
+    ha.add_argument("--leader-elect-resource-name", default="kueue-dispatcher-leader", help="name of the Lease")
+    ha.add_argument(
+        "--leader-elect-identity", help="this replica's holderIdentity (default: $POD_NAME, else HOSTNAME_UUID)"
+    )
+    ha.add_argument(
+        "--leader-elect-lease-duration", type=float, default=15.0, help="seconds a standby waits (default %(default)s)"
+    )
+    ha.add_argument(
+        "--leader-elect-renew-deadline",
+        type=float,
+        default=10.0,
+        help="seconds the leader keeps acting without a renewal (default %(default)s)",
+    )
+    ha.add_argument(
+        "--leader-elect-retry-period", type=float, default=2.0, help="seconds between attempts (default %(default)s)"
+    )
     run.set_defaults(func=_cmd_run)
 
     demo = sub.add_parser("demo", help="simulated clusters + SQLite + the dispatcher, ~30 mixed Jobs, a summary")
@@ -342,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     drill = sub.add_parser("drill", help="lose a worker under load; report detection, re-placement, duplicates")
     drill.add_argument("--sim", action="store_true", help="on simulated clusters with a dispatcher of its own")
     drill.add_argument("--workers", type=int, default=3, help="--sim: simulated workers (default %(default)s)")
-    drill.add_argument("--mode", choices=["down", "partition", "flaky"], default="down")
+    drill.add_argument("--mode", choices=["down", "partition", "flaky", "leader-kill"], default="down")
     drill.add_argument("--jobs", type=int, default=100)
     drill.add_argument(
         "--lost-timeout",
@@ -363,6 +480,11 @@ def build_parser() -> argparse.ArgumentParser:
     drill.add_argument("--heal-command", help="shell command that brings it back, e.g. docker start …")
     drill.add_argument("--keep", action="store_true", help="keep the drill's Jobs on the manager afterwards")
     drill.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    drill.add_argument("--replicas", type=int, default=2, help="leader-kill: dispatcher replicas (default 2)")
+    drill.add_argument("--db-url", help="leader-kill: PostgreSQL server URL (a fresh database is made beside it)")
+    drill.add_argument("--lease-duration", type=float, default=15.0, help="leader-kill: Lease duration (s)")
+    drill.add_argument("--renew-deadline", type=float, default=10.0, help="leader-kill: renew deadline (s)")
+    drill.add_argument("--retry-period", type=float, default=2.0, help="leader-kill: retry period (s)")
     drill.set_defaults(func=_cmd_drill)
 
     def api_args(p: argparse.ArgumentParser) -> None:

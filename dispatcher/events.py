@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from .fencing import Deposed
 from .kube.client import ClusterClient, KubeError, Resource
 
 __all__ = ["EventRecorder"]
@@ -93,7 +94,7 @@ class EventRecorder:
             try:
                 await self.client.create(EVENTS, event["metadata"]["namespace"], event)
                 self.written += 1
-            except KubeError as e:
+            except (KubeError, Deposed) as e:  # Deposed: a standby replica writes nothing
                 self.dropped += 1
                 log.debug("event not written: %s", e)
             finally:

@@ -85,6 +85,7 @@ class Intake:
         on_deleted: Callable[[str], None],
         on_changed: Callable[[str, Obj], None],
         priorities: PriorityResolver,
+        active: bool = True,
     ) -> None:
         self.manager = manager
         self.repo = repo
@@ -102,12 +103,42 @@ class Intake:
         self._task: asyncio.Task[None] | None = None
         #: Manager objects by uid, as last seen (the status sync reads them to patch).
         self.objects: dict[str, Obj] = {}
+        self._origin: dict[str, Adapter] = {}  # uid -> the adapter whose informer lists it
         self.taken = 0
         self.ignored = 0
+        #: Inactive (a standby replica): the informers keep ``objects`` current, nothing is taken or written.
+        self.active = active
 
     def know(self, uids: Sequence[str]) -> None:
         """Uids already in SQL (from recovery): not inserted again."""
         self._known.update(uids)
+
+    def activate(self, known: Sequence[str]) -> None:
+        """Start taking objects (this replica leads): ``known`` are the uids already in SQL; every object the
+        informers hold that is not among them is considered now, as if it had just been added."""
+        self._known = set(known)
+        self.active = True
+        for obj in list(self.objects.values()):
+            uid = (obj.get("metadata") or {}).get("uid")
+            adapter = self._adapter_of(obj)
+            if uid and uid not in self._known and adapter is not None:
+                self._consider(adapter, obj)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._writer(), name="intake-writer")
+
+    def deactivate(self) -> None:
+        """Stop taking objects (this replica stands by); what was queued and not written is dropped, SQL and
+        the next leader's :meth:`activate` pick it up again."""
+        self.active = False
+        self._known = set()
+        self._queue = asyncio.Queue()
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def _adapter_of(self, obj: Obj) -> Adapter | None:
+        """The adapter whose informer lists ``obj`` (list items carry no kind on a real API server)."""
+        return self._origin.get((obj.get("metadata") or {}).get("uid", ""))
 
     def start(self) -> None:
         for adapter in self.adapters.values():
@@ -119,7 +150,8 @@ class Intake:
             )
             inf.start()
             self.informers.append(inf)
-        self._task = asyncio.create_task(self._writer(), name="intake-writer")
+        if self.active:
+            self._task = asyncio.create_task(self._writer(), name="intake-writer")
 
     async def stop(self) -> None:
         for inf in self.informers:
@@ -140,10 +172,14 @@ class Intake:
                 return
             if kind == "DELETED":
                 self.objects.pop(uid, None)
-                if uid in self._known:
+                self._origin.pop(uid, None)
+                if uid in self._known and self.active:
                     self.on_deleted(uid)
                 return
             self.objects[uid] = obj
+            self._origin[uid] = adapter
+            if not self.active:
+                return
             if uid in self._known:
                 self.on_changed(uid, obj)
                 return

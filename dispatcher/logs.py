@@ -42,6 +42,22 @@ def _redact(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutabl
     return event
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record is emitted (as logging's last-resort handler does), so
+    a CLI command run in-process (tests, embedding) never leaves a handler on a stream that was closed since."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def setup_logging(level: str = "info") -> None:
     fmt = os.environ.get("DISPATCHER_LOG_FORMAT", "").lower()
     # JSON for collectors (not a terminal), key=value for people; DISPATCHER_LOG_FORMAT=json|console overrides.
@@ -62,7 +78,7 @@ def setup_logging(level: str = "info") -> None:
             renderer,
         ],
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]

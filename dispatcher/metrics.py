@@ -31,6 +31,8 @@ family                                             type       labels
 ``kueue_dispatcher_api_calls_total``               counter    cluster
 ``kueue_dispatcher_api_call_errors_total``         counter    cluster
 ``kueue_dispatcher_build_info``                    gauge      version
+``kueue_dispatcher_leader``                        gauge      (1 when this replica leads: always without
+                                                              leader election; 0 for a standby)
 =================================================  =========  ============================================
 """
 
@@ -135,12 +137,17 @@ class DispatcherCollector:
             labels=["cluster"],
         )
         yield GaugeMetricFamily(f"{PREFIX}_build_info", "The dispatcher's version.", labels=["version"])
+        yield GaugeMetricFamily(
+            f"{PREFIX}_leader",
+            "1 when this replica is the leader and acts (always, without leader election); 0 for a standby.",
+        )
 
     def collect(self) -> Iterable[Metric]:
         families = {m.name: m for m in self._families()}
         families[f"{PREFIX}_build_info"].add_metric([__version__], 1)
         d = self.dispatcher
         if d is not None:
+            families[f"{PREFIX}_leader"].add_metric([], 1.0 if getattr(d, "is_leader", True) else 0.0)
             for section in (self._workers, self._workloads, self._clients):
                 try:
                     section(d, families)

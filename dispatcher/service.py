@@ -40,11 +40,13 @@ from .capacity import WorkerView
 from .config import DispatcherConfig
 from .events import EventRecorder
 from .failover import Failover, fence_until_done
+from .fencing import Deposed, Fence
 from .gc import GarbageCollector
 from .health import HealthMachine, HealthMonitor, HealthState
 from .intake import Intake, PriorityResolver
 from .kube.client import ClusterClient, KubeError, Resource, connect
 from .kube.informer import Informer
+from .leader import LeaderElectionConfig, LeaderElector
 from .live import Live, LiveSet
 from .metrics import Metrics
 from .mirror import create_copy, delete_copy, is_our_copy
@@ -139,8 +141,18 @@ class Dispatcher:
         *,
         adapters: list[Adapter] | None = None,
         probe_interval: float | None = None,
+        election: LeaderElectionConfig | None = None,
     ) -> None:
         self.config = config
+        #: Leader election (several replicas on one PostgreSQL): None for a single replica, which always leads.
+        self.election = election
+        self.fence: Fence | None = None
+        if election is not None:
+            self.fence = repo.fence if repo.fence is not None else Fence()
+            repo.set_fence(self.fence)
+        self.elector: LeaderElector | None = None
+        self._lease_client: ClusterClient | None = None
+        self.leading = election is None
         self.policy = config.policy
         self.repo = repo
         self.adapters: dict[str, Adapter] = {a.kind: a for a in (adapters or [JobAdapter()])}
@@ -181,13 +193,18 @@ class Dispatcher:
     # -- lifecycle -------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Connect and warm every informer; then lead (one replica), or campaign for the Lease (HA): a standby
+        keeps its informers and health probes running and serves the read-only API, and only the leader
+        places, mirrors, syncs and fails over."""
         cfg = self.config
         self.manager = await connect("manager", cfg.manager)
         for w in cfg.workers:
             self.clients[w.name] = await connect(w.name, w.kube, manager=self.manager)
-        for row in (await self.repo.ensure_clusters(self.clients)).values():
-            if row.name in self.capacities:
-                self.capacities[row.name].cordoned = bool(row.cordoned)
+        if self.fence is not None:
+            for client in (self.manager, *self.clients.values()):
+                client.guard = self.fence.guard
+        else:
+            await self._load_clusters()
         self.events = EventRecorder(self.manager)
         self.events.start()
         job_resources = [a.resource for a in self.adapters.values()]
@@ -211,7 +228,6 @@ class Dispatcher:
             view.start()
         self._priority_informer = Informer(self.manager, PRIORITY_CLASSES, self._on_priority_class)
         self._priority_informer.start()
-        await self._recover()
         self.intake = Intake(
             self.manager,
             self.repo,
@@ -223,10 +239,36 @@ class Dispatcher:
             on_deleted=self._on_manager_deleted,
             on_changed=self._on_manager_changed,
             priorities=self.priorities,
+            active=False,
         )
-        self.intake.know(list(self.live.by_uid))
         self.intake.start()
-        self.health.start()
+        if self.election is None:
+            await self._lead()
+            self.health.start()
+        else:
+            assert self.fence is not None
+            self.health.start()
+            self._lease_client = await connect("manager-lease", cfg.manager, timeout=self.election.retry_period * 2)
+            self.elector = LeaderElector(
+                self._lease_client,
+                self.election,
+                self.fence,
+                on_started_leading=self._on_started_leading,
+                on_stopped_leading=self._on_stopped_leading,
+            )
+            self.elector.start()
+        self.started.set()
+
+    async def _load_clusters(self) -> None:
+        for row in (await self.repo.ensure_clusters(self.clients)).values():
+            if row.name in self.capacities:
+                self.capacities[row.name].cordoned = bool(row.cordoned)
+
+    async def _lead(self) -> None:
+        """Start acting: resume every open workload from SQL, take the manager's objects, start the loops."""
+        assert self.intake is not None
+        await self._recover()
+        self.intake.activate(list(self.live.by_uid))
         self._tasks = [
             asyncio.create_task(self._placement_loop(), name="placement-loop"),
             asyncio.create_task(self._sync_loop(), name="sync-loop"),
@@ -235,10 +277,63 @@ class Dispatcher:
             asyncio.create_task(self.gc.run(), name="garbage-collector"),
             asyncio.create_task(self.batcher.run(), name="transition-batcher"),
         ]
-        self.started.set()
 
-    async def stop(self) -> None:
-        """Stop every loop and step. Steps are idempotent, so one cut short is resumed from SQL next start."""
+    # -- leadership (HA) ---------------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        """This replica acts (always, without leader election)."""
+        return self.election is None or (self.leading and self.fence is not None and self.fence.leading())
+
+    @property
+    def leader_identity(self) -> str | None:
+        """The Lease's holder as this replica last saw it (None without leader election)."""
+        return self.elector.holder if self.elector is not None else None
+
+    async def _on_started_leading(self) -> None:
+        """The Lease is ours: take the next fencing term in SQL, then resume exactly where the last leader
+        stopped. A database error on the way starts the takeover again (while the Lease is held)."""
+        assert self.fence is not None
+        holder = self.fence.holder
+        delay = 0.5
+        while True:
+            try:
+                term = await self._retry("take the fencing term", lambda: self.repo.take_term(holder))
+                self.fence.term = term
+                self.leading = True
+                log.warning("leading with term %d: resuming from SQL", term)
+                await self._load_clusters()
+                await self._lead()
+                self._resume_health()
+                return
+            except Deposed:
+                return
+            except Exception:
+                log.exception("taking over failed; starting the takeover again")
+                self.leading = False
+                await self._halt()
+                self._reset()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _resume_health(self) -> None:
+        """Worker health seen while standing by: record it, and fail over or fence what needs it now."""
+        for name, machine in self.health.machines.items():
+            self._record_health(name, machine.state)
+            if machine.state == HealthState.LOST:
+                self._spawn(self._worker_lost(name))
+            elif machine.state == HealthState.RECOVERING:
+                self._spawn(self._recover_worker(name))
+
+    async def _on_stopped_leading(self) -> None:
+        """Deposed (the fence is already revoked, so nothing more is written): stop every step, forget the
+        in-memory state (SQL has it), and stand by with warm informers."""
+        self.leading = False
+        await self._halt()
+        self._reset()
+        log.warning("standing by: informers stay warm, the read-only API answers")
+
+    async def _halt(self) -> None:
         self._stopping = True
         self._stop_event.set()
         pending = {*self._tasks, *self._steps}
@@ -253,6 +348,35 @@ class Dispatcher:
         if pending:
             log.warning("%d tasks did not stop", len(pending))
         self._tasks.clear()
+        if self.intake is not None:
+            self.intake.deactivate()
+
+    def _reset(self) -> None:
+        """Forget what the leader held in memory; the next term rebuilds it from SQL."""
+        for cap in self.capacities.values():
+            for uid in list(cap.reservations):
+                cap.release(uid)
+            cap.touch()
+        self.engine = PlacementEngine(self.policy, HamiFitter())
+        self.queue = PendingQueue()
+        self.live = LiveSet()
+        self.timers = Timers()
+        self.batcher = TransitionBatcher(self.repo, self._retry)
+        self.gc = GarbageCollector(self)
+        self._dirty = set()
+        self._dirty_event = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._unpark = False
+        self._warned = {}
+        self._resume_placing = []
+        self._stop_event = asyncio.Event()
+        self._stopping = False
+
+    async def stop(self) -> None:
+        """Stop every loop and step. Steps are idempotent, so one cut short is resumed from SQL next start."""
+        if self.elector is not None:
+            await self.elector.stop()  # revokes the fence first: nothing is written from here on
+        await self._halt()
         await self.health.stop()
         if self.intake is not None:
             await self.intake.stop()
@@ -267,6 +391,10 @@ class Dispatcher:
             await c.close()
         if self.manager is not None:
             await self.manager.close()
+        if self.elector is not None:
+            await self.elector.release()
+        if self._lease_client is not None:
+            await self._lease_client.close()
 
     async def _recover(self) -> None:
         """Load open workloads from SQL and resume each at the step it had reached."""
@@ -326,6 +454,8 @@ class Dispatcher:
                 await coro
             except asyncio.CancelledError:
                 raise
+            except Deposed as exc:
+                log.info("step for %s stopped: %s", live.key if live else "?", exc)
             except Exception:
                 log.exception("step for %s failed", live.key if live else "?")
                 if live is not None:
@@ -380,7 +510,7 @@ class Dispatcher:
 
         retrying = AsyncRetrying(
             wait=wait_exponential(multiplier=0.2, max=10.0) + wait_random(0, 0.2),
-            retry=retry_if_exception(lambda e: isinstance(e, Exception) and not isinstance(e, KubeError)),
+            retry=retry_if_exception(lambda e: isinstance(e, Exception) and not isinstance(e, (KubeError, Deposed))),
             before_sleep=before_sleep,
             reraise=True,
         )
@@ -418,6 +548,8 @@ class Dispatcher:
             return
         cap.health = new
         cap.touch()
+        if not self.leading:
+            return  # a standby only keeps the state; the leader records it and acts (see _resume_health)
         self._record_health(name, new)
         if new == HealthState.LOST:
             self._spawn(self._worker_lost(name))
@@ -703,6 +835,9 @@ class Dispatcher:
                 if manager_obj is None:
                     live.deleted = True
                     break
+            # HA: a deposed leader re-reads the term before creating anything (and the client's guard checks the
+            # lease deadline right before the request leaves); without leader election this is a no-op.
+            await self.repo.check_term()
             try:
                 result = await create_copy(
                     client,

@@ -4,7 +4,8 @@
 route                                                      token        what
 =========================================================  ===========  =============================================
 ``GET /healthz``                                           none         the process answers
-``GET /readyz``                                            none         started and the database answers (else 503)
+``GET /readyz``                                            none         started and the database answers (else 503);
+                                                                        ``leader``: this replica leads (HA)
 ``GET /metrics``                                           none         Prometheus exposition (:mod:`..metrics`)
 ``GET /api/v1/openapi.json``                               read         this API's OpenAPI 3.0 document
 ``GET /api/v1/clusters``                                   read         every worker: health, cordon, weight, ...
@@ -51,6 +52,7 @@ from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..explain import render_workload
+from ..fencing import Deposed
 from ..logs import redact_text
 from ..metrics import Metrics
 from ..store.models import WorkloadState
@@ -340,6 +342,9 @@ async def readyz(request: web.Request) -> web.Response:
         "status": "not ready" if reason else "ready",
         "reason": reason,
         "checks": {"started": started, "database": database},
+        # Ready means "can serve" (a standby serves the read-only API); leadership is shown, not required.
+        "leader": bool(getattr(d, "is_leader", True)),
+        "leaderIdentity": getattr(d, "leader_identity", None),
     }
     return json_response(body, status=503 if reason else 200)
 
@@ -417,6 +422,11 @@ async def _cluster_action(request: web.Request, action: str) -> web.Response:
         )
     except LookupError:
         raise ApiError(404, f"no cluster {name!r} (it went away); list them with GET /api/v1/clusters") from None
+    except Deposed:
+        leader = getattr(d, "leader_identity", None) or "another replica"
+        raise ApiError(
+            503, f"this replica is a standby and changes nothing; {action} {name} on the leader ({leader})"
+        ) from None
     except ValueError as exc:
         raise ApiError(409, f"cannot {action} {name}: {redact_text(str(exc))[:500]}") from None
     log.info("API: %s %s by a %s token from %s", action, name, _ROLE.get(), peer)

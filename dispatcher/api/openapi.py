@@ -228,6 +228,8 @@ SCHEMAS: Obj = {
             "status": {"type": "string", "enum": ["ready", "not ready"]},
             "reason": NSTR,
             "checks": _obj({"started": BOOL, "database": {"type": "string", "enum": ["ok", "unreachable"]}}),
+            "leader": {**BOOL, "description": "this replica leads (always true without leader election)"},
+            "leaderIdentity": {**NSTR, "description": "the Lease's holder as this replica saw it (HA only)"},
         }
     ),
     "ClusterSummary": _obj(CLUSTER_SUMMARY),

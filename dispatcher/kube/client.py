@@ -13,7 +13,7 @@ import base64
 import builtins
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +103,9 @@ class ClusterClient:
         self.consecutive_failures = 0
         self.calls = 0
         self.errors = 0
+        #: Called right before every request that changes something (not GET); raising stops the request.
+        #: Leader election sets it to the fence's check, so a deposed leader's write never leaves the process.
+        self.guard: Callable[[], None] | None = None
 
     @property
     def host(self) -> str:
@@ -134,6 +137,8 @@ class ClusterClient:
         content_type: str = "application/json",
         timeout: float | aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientResponse:
+        if self.guard is not None and method != "GET":
+            self.guard()
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
         headers = {"Content-Type": content_type, "Accept": "application/json"}
         deadline = timeout if timeout is not None else self.timeout

@@ -9,10 +9,14 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = ["alembic_config", "current_revision", "head_revision", "upgrade"]
+
+#: The PostgreSQL advisory lock key that serialises migrations of concurrent replicas ("kdsp").
+MIGRATION_LOCK = 0x6B647370
 
 
 def _script_location() -> str:
@@ -52,6 +56,9 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
     """Bring the schema to ``revision`` (idempotent)."""
     cfg = alembic_config()
     async with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Replicas starting at once (leader election) migrate one after the other, not into each other.
+            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         await conn.run_sync(_upgrade, cfg, revision)
 
 

@@ -13,14 +13,39 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, insert, select, text, tuple_, update
+from sqlalchemy import and_, event, func, insert, select, text, tuple_, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
-from sqlalchemy.orm import selectinload
+from sqlalchemy.orm import Session, selectinload
 from sqlalchemy.sql.dml import Update
 
-from .models import AuditEvent, Cluster, Placement, PlacementState, Workload, WorkloadState, utcnow
+from ..fencing import Deposed, Fence
+from .models import AuditEvent, Cluster, Leadership, Placement, PlacementState, Workload, WorkloadState, utcnow
 
 __all__ = ["NewWorkload", "PlacementIntent", "Repo", "Transition"]
+
+#: The one row of the ``leadership`` table.
+LEADERSHIP_ROW = 1
+
+
+@event.listens_for(Session, "before_commit")
+def _check_term(session: Session) -> None:
+    """Fencing (leader election only): every transaction of a :class:`Repo` with a fence commits only if its
+    term is still the current one. The row is read ``FOR SHARE`` and the lock held through the commit, so a
+    takeover's bump (an UPDATE of that row) waits for this transaction, and a transaction that starts its
+    check after the bump sees the new term and fails with :class:`Deposed` (rolled back: nothing written)."""
+    fence = session.info.get("fence")
+    if not isinstance(fence, Fence):
+        return
+    term = fence.check()
+    current = (
+        session.connection()
+        .execute(select(Leadership.term).where(Leadership.id == LEADERSHIP_ROW).with_for_update(read=True))
+        .scalar_one_or_none()
+    )
+    if current != term:
+        fence.revoke()
+        raise Deposed(f"term {term} is over: the current term in SQL is {current}")
 
 
 @dataclass
@@ -73,9 +98,70 @@ class Transition:
 
 
 class Repo:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, fence: Fence | None = None) -> None:
         self.engine = engine
-        self.sessions = async_sessionmaker(engine, expire_on_commit=False)
+        #: With leader election: every write transaction is checked against this fence's term (see _check_term).
+        self.fence = fence
+        self.sessions = async_sessionmaker(engine, expire_on_commit=False, info={"fence": fence} if fence else None)
+
+    def set_fence(self, fence: Fence | None) -> None:
+        """Fence (or stop fencing) every transaction opened from now on."""
+        self.fence = fence
+        self.sessions.configure(info={"fence": fence} if fence else None)
+
+    # -- leadership (fencing term) -------------------------------------------------------------------
+
+    async def take_term(self, holder: str) -> int:
+        """A takeover: raise the fencing term by one and return it. Waits for the open transactions of the
+        previous term (they hold the row FOR SHARE), so none of them can commit after this returns."""
+        now = utcnow()
+        while True:
+            async with self.engine.begin() as conn:
+                bumped = (
+                    await conn.execute(
+                        update(Leadership)
+                        .where(Leadership.id == LEADERSHIP_ROW)
+                        .values(term=Leadership.term + 1, holder=holder[:253], updated_at=now)
+                        .returning(Leadership.term)
+                    )
+                ).scalar_one_or_none()
+                if bumped is not None:
+                    return int(bumped)
+                try:
+                    async with conn.begin_nested():
+                        await conn.execute(
+                            insert(Leadership).values(id=LEADERSHIP_ROW, term=1, holder=holder[:253], updated_at=now)
+                        )
+                except IntegrityError:
+                    continue  # another replica inserted it first: bump again
+                return 1
+
+    async def leadership(self) -> tuple[int, str | None, datetime | None]:
+        """(term, holder, when it was taken); (0, None, None) before any takeover."""
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    select(Leadership.term, Leadership.holder, Leadership.updated_at).where(
+                        Leadership.id == LEADERSHIP_ROW
+                    )
+                )
+            ).first()
+        if row is None:
+            return 0, None, None
+        return int(row[0]), row[1], row[2]
+
+    async def check_term(self) -> None:
+        """Raise :class:`Deposed` unless this repo's fence still holds the current term (a read, no lock)."""
+        if self.fence is None:
+            return
+        term = self.fence.check()
+        async with self.engine.connect() as conn:
+            current = (
+                await conn.execute(select(Leadership.term).where(Leadership.id == LEADERSHIP_ROW))
+            ).scalar_one_or_none()
+        if current != term:
+            self.fence.revoke()
+            raise Deposed(f"term {term} is over: the current term in SQL is {current}")
 
     async def ping(self) -> None:
         async with self.engine.connect() as conn:

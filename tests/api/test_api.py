@@ -356,7 +356,13 @@ async def test_healthz_and_readyz_need_no_token(client: Client, world: World) ->
     body = await get_json(client, "/healthz", headers={})
     assert_schema(body, "Health")
     body = await get_json(client, "/readyz", headers={})
-    assert body == {"status": "ready", "reason": None, "checks": {"started": True, "database": "ok"}}
+    assert body == {
+        "status": "ready",
+        "reason": None,
+        "checks": {"started": True, "database": "ok"},
+        "leader": True,  # a single replica always leads
+        "leaderIdentity": None,
+    }
     assert_schema(body, "Ready")
 
 

@@ -115,8 +115,17 @@ def test_deployment_hardening_probes_and_wiring() -> None:
     objs = kustomize("deploy")
     deployment = _one(objs, "Deployment", "kueue-dispatcher")
     namespace = deployment["metadata"]["namespace"]
-    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    # HA: two replicas with leader election, the Lease in the pod's namespace named after the pod.
+    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"]["type"] == "RollingUpdate"
     pod = deployment["spec"]["template"]["spec"]
+    assert "--leader-elect" in pod["containers"][0]["args"]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert "optional" not in env["DISPATCHER_DB_URL"]["valueFrom"]["secretKeyRef"], "PostgreSQL is required"
+    kind = _one(kustomize("kind/manifests/dispatcher"), "Deployment", "kueue-dispatcher")
+    assert kind["spec"]["replicas"] == 1 and kind["spec"]["strategy"]["type"] == "Recreate"
+    assert "--leader-elect" not in kind["spec"]["template"]["spec"]["containers"][0]["args"], "kind: one on SQLite"
     sa = _one(objs, "ServiceAccount")
     assert pod["serviceAccountName"] == sa["metadata"]["name"] and sa["metadata"]["namespace"] == namespace
     for binding in (o for o in objs if o["kind"] in ("RoleBinding", "ClusterRoleBinding")):

@@ -82,11 +82,14 @@ NEEDS: tuple[Need, ...] = (
     Need(MANAGER, "", "secrets", ("get",),
          "dispatcher/kube/client.py: await manager.get(secrets, ref.secret_namespace,",
          namespace=DISPATCHER_NS, names=("worker-1-kubeconfig", "worker-2-kubeconfig")),
-    # Leader election between replicas (HA): granted ahead of the code, which has a single replica for now.
-    Need(MANAGER, "coordination.k8s.io", "leases", ("create",), "", namespace=DISPATCHER_NS,
-         audit="leader election (HA) is not in the code yet"),
-    Need(MANAGER, "coordination.k8s.io", "leases", ("get", "update"), "", namespace=DISPATCHER_NS,
-         names=("kueue-dispatcher-leader",), audit="leader election (HA) is not in the code yet"),
+    # Leader election between replicas (--leader-elect): the Lease is created once, then read and renewed by name.
+    Need(MANAGER, "coordination.k8s.io", "leases", ("create",),
+         'dispatcher/leader.py: await self.client.request("POST", LEASES.path(cfg.namespace)', namespace=DISPATCHER_NS,
+         audit="the run below is a single replica without leader election (tests/service/test_ha.py elects)"),
+    Need(MANAGER, "coordination.k8s.io", "leases", ("get", "update"),
+         'dispatcher/leader.py: "PUT", LEASES.path(self.config.namespace, self.config.name)', namespace=DISPATCHER_NS,
+         names=("kueue-dispatcher-leader",),
+         audit="the run below is a single replica without leader election (tests/service/test_ha.py elects)"),
     # -- worker -----------------------------------------------------------------------------------------------
     # The suspended copy; read back when the create answers AlreadyExists (ours after a crash, or a clash).
     Need(WORKER, "batch", "jobs", ("create",),
