@@ -113,6 +113,7 @@ class PendingWorkload:
     pod_sets: tuple[PodSetSpec, ...]
     selector: Mapping[str, str] | None = None
     excluded: frozenset[str] = frozenset()
+    kind: str = ""
     _shape: tuple[Any, ...] | None = None
 
     @property
@@ -129,7 +130,7 @@ class PendingWorkload:
     @property
     def group(self) -> tuple[Any, ...]:
         """Workloads of one group get the same verdicts: if the best of them cannot be placed, none can."""
-        return (self.shape, tuple(sorted((self.selector or {}).items())), tuple(sorted(self.excluded)))
+        return (self.kind, self.shape, tuple(sorted((self.selector or {}).items())), tuple(sorted(self.excluded)))
 
 
 @dataclass(slots=True)
@@ -237,6 +238,8 @@ class PlacementEngine:
             return Verdict(w.name, False, "cluster is cordoned (no new placements)")
         if not w.synced:
             return Verdict(w.name, False, "capacity view of the cluster has not synced yet")
+        if wl.kind and wl.kind in w.unserved_kinds:
+            return Verdict(w.name, False, f"the cluster does not serve {wl.kind} (its CRD is not installed)")
         if wl.selector:
             for key, value in wl.selector.items():
                 have = w.labels.get(key)
