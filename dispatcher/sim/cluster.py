@@ -34,6 +34,8 @@ class ClusterOptions:
     kueue: bool = True
     hami: bool = False
     jobs: bool = True
+    #: The JobSet controller, the Kubeflow training operator and KubeRay.
+    operators: bool = True
     scheduler: bool = True
     kubelet: bool = True
     default_run_seconds: float = 2.0
@@ -92,6 +94,14 @@ class SimCluster:
             self.controllers["kubelet"] = Kubelet(self.api, default_run_seconds=opts.default_run_seconds)
         if opts.jobs:
             self.controllers["job-controller"] = JobController(self.api)
+        if opts.operators:
+            from .controllers.jobset import JobSetController
+            from .controllers.kuberay import KubeRayOperator
+            from .controllers.training import TrainingOperator
+
+            self.controllers["jobset-controller"] = JobSetController(self.api)
+            self.controllers["training-operator"] = TrainingOperator(self.api)
+            self.controllers["kuberay-operator"] = KubeRayOperator(self.api)
         if opts.kueue:
             from .controllers.kueue import KueueController
 
