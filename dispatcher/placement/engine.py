@@ -379,8 +379,18 @@ class PlacementEngine:
                     if free > best_free:
                         best_flavor, best_free = flavor.name, free
                 if best_flavor is not None and want > best_free:
+                    where = ""
+                    if len(pod_sets) > 1:  # a gang: name the pod set that no longer fits after those before it
+                        so_far = 0
+                        for ps in pod_sets:
+                            so_far += ps.requests.get(res, 0) * ps.count
+                            if so_far > best_free:
+                                where = f"pod set {ps.name} does not fit with the pod sets before it: "
+                                break
+                    elif pod_sets:
+                        where = f"pod set {pod_sets[0].name}: "
                     return (
-                        f"ClusterQueue {cq}: {res} requested {format_kueue_value(res, want)}, "
+                        f"ClusterQueue {cq}: {where}{res} requested {format_kueue_value(res, want)}, "
                         f"free {format_kueue_value(res, max(best_free, 0))} in flavor {best_flavor} "
                         f"(cohort borrowing included)"
                     )
