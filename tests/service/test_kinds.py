@@ -325,3 +325,29 @@ async def test_a_jobset_or_rayjob_on_a_lost_worker_is_placed_again_without_a_dup
         assert found[again.cluster]["metadata"]["labels"][L.GENERATION] == str(again.generation)
     finally:
         await stop_rig(r)
+
+
+async def test_clusters_without_a_kinds_crd_do_not_break_the_dispatcher(
+    tmp_path: Path, db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # No KubeRay anywhere on the manager; no Kubeflow on worker-1 and worker-2.
+    caplog.set_level("INFO", logger="dispatcher.kube")
+    without = {"manager": ("ray.io",), "worker-1": ("kubeflow.org",), "worker-2": ("kubeflow.org",)}
+    r = await start_rig(tmp_path, db_url, without_groups=without)
+    try:
+        skipped = [m for m in caplog.messages if "does not serve rayjobs" in m and m.startswith("informer manager/")]
+        assert len(skipped) == 1, caplog.messages
+        await r.submit(job("plain", seconds=1))
+        assert (await r.wait_state("team-a", "plain", WorkloadState.SUCCEEDED, timeout=30)).cluster
+        assert r.dispatcher.capacities["worker-1"].unserved_kinds == {"PyTorchJob", "TFJob"}
+        assert r.dispatcher.capacities["worker-3"].unserved_kinds == set()
+
+        await r.manager.create(resource("PyTorchJob"), "team-a", pytorch("torch", "1", 1, "1"))
+        row = await r.wait_state("team-a", "torch", WorkloadState.SUCCEEDED, timeout=40)
+        assert row.cluster == "worker-3", "only worker-3 serves PyTorchJob"
+        text = await explain(r.repo, "team-a", "torch")
+        assert text is not None
+        worker1 = next(line for line in text.splitlines() if line.startswith("worker-1"))
+        assert "does not serve PyTorchJob" in worker1, text
+    finally:
+        await stop_rig(r)
