@@ -351,3 +351,20 @@ async def test_clusters_without_a_kinds_crd_do_not_break_the_dispatcher(
         assert "does not serve PyTorchJob" in worker1, text
     finally:
         await stop_rig(r)
+
+
+async def test_demo_runs_a_jobset_a_pytorchjob_and_a_vgpu_rayjob_and_names_each_kind() -> None:
+    import io
+    import json
+
+    from dispatcher.demo import DemoOptions, run_demo
+
+    out, err = io.StringIO(), io.StringIO()
+    code = await run_demo(DemoOptions(jobs=3, json=True, timeout=90.0), out, err)
+    assert code == 0, err.getvalue()
+    jobs = json.loads(out.getvalue())["jobs"]
+    kinds = {j["name"]: j["kind"] for j in jobs}
+    assert {"JobSet", "PyTorchJob", "RayJob"} <= set(kinds.values()), kinds
+    assert all(j["state"] == WorkloadState.SUCCEEDED for j in jobs)
+    ray = next(j for j in jobs if j["kind"] == "RayJob")
+    assert "nvidia.com/gpumem" in ray["requests"] and ray["cluster"] == "worker-3"
