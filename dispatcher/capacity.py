@@ -192,6 +192,7 @@ class WorkerView:
                     res,
                     self._remote_job_handler(res.plural),
                     label_selector=f"{L.ORIGIN}={self.origin}",
+                    on_served=self._served_handler(res.kind),
                 ),
             )
 
@@ -280,6 +281,17 @@ class WorkerView:
                 config = None
             self.capacity.set_kueue_config(config if isinstance(config, dict) else None)
         self._changed()
+
+    def _served_handler(self, kind: str) -> Callable[[bool], None]:
+        def served(yes: bool) -> None:
+            if yes:
+                self.capacity.unserved_kinds.discard(kind)
+            else:
+                self.capacity.unserved_kinds.add(kind)
+            self.capacity.touch()
+            self._changed()
+
+        return served
 
     def _remote_job_handler(self, plural: str) -> Callable[[str, Obj, Obj | None], None]:
         def handle(kind: str, obj: Obj, _old: Obj | None) -> None:

@@ -3,7 +3,8 @@
 Starts simulated clusters (a manager and three workers, the last with HAMi GPU nodes), a SQLite
 database in a temporary directory and the dispatcher; submits a mix of Jobs to the manager through
 its API (CPU only, whole GPUs, fractional vGPUs; two namespaces and queues; two priorities; half handed
-over with ``spec.managedBy``, half suspended); shows progress; and ends with a table (or ``--json``).
+over with ``spec.managedBy``, half suspended), plus a JobSet, a PyTorchJob and a RayJob whose workers ask
+for HAMi vGPUs; shows progress; and ends with a table (or ``--json``) naming each job's kind.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .store.migrate import upgrade
 from .store.models import WorkloadState
 from .store.repo import Repo
 
-__all__ = ["DemoOptions", "demo_jobs", "run_demo"]
+__all__ = ["DemoOptions", "demo_gangs", "demo_jobs", "run_demo"]
 
 Obj = dict[str, Any]
 
@@ -145,6 +146,100 @@ def demo_jobs(count: int, seed: int) -> list[Obj]:
     return out
 
 
+def _container(name: str, cpu: str, memory: str, limits: Obj | None = None) -> Obj:
+    resources: Obj = {"requests": {"cpu": cpu, "memory": memory}}
+    if limits:
+        resources["limits"] = limits
+    return {"name": name, "image": "busybox:1.36", "resources": resources}
+
+
+def _pod_template(container: Obj, seconds: float) -> Obj:
+    return {
+        "metadata": {"annotations": {"sim.dispatcher.io/run-seconds": f"{seconds:g}"}},
+        "spec": {"restartPolicy": "Never", "containers": [container]},
+    }
+
+
+def demo_gangs(seconds: float = 4.0) -> list[Obj]:
+    """A JobSet, a PyTorchJob and a RayJob (its worker group on HAMi vGPUs), all handed over with managedBy."""
+
+    def meta(name: str) -> Obj:
+        return {
+            "name": name,
+            "namespace": "team-a",
+            "labels": {"kueue.x-k8s.io/queue-name": "user-queue"},
+            "annotations": {"sim.dispatcher.io/run-seconds": f"{seconds:g}"},
+        }
+
+    def replicated(name: str, replicas: int, parallelism: int) -> Obj:
+        return {
+            "name": name,
+            "replicas": replicas,
+            "template": {
+                "spec": {
+                    "parallelism": parallelism,
+                    "completions": parallelism,
+                    "backoffLimit": 0,
+                    "template": _pod_template(_container(name, "500m", "1Gi"), seconds),
+                }
+            },
+        }
+
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": meta("jobset-train"),
+        "spec": {
+            "managedBy": DEFAULT_CONTROLLER_NAME,
+            "replicatedJobs": [replicated("leader", 1, 1), replicated("workers", 2, 2)],
+        },
+    }
+    pytorch = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": meta("pytorch-mnist"),
+        "spec": {
+            "runPolicy": {"managedBy": DEFAULT_CONTROLLER_NAME},
+            "pytorchReplicaSpecs": {
+                role: {
+                    "replicas": count,
+                    "restartPolicy": "OnFailure",
+                    "template": _pod_template(_container("pytorch", "1", "2Gi"), seconds),
+                }
+                for role, count in (("Master", 1), ("Worker", 2))
+            },
+        },
+    }
+    vgpu = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "8000", "nvidia.com/gpucores": "30"}
+    ray = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": meta("ray-vgpu"),
+        "spec": {
+            "managedBy": DEFAULT_CONTROLLER_NAME,
+            "entrypoint": "python -c 'import ray; ray.init()'",
+            "shutdownAfterJobFinishes": True,
+            "rayClusterSpec": {
+                "headGroupSpec": {
+                    "rayStartParams": {},
+                    "template": {"spec": {"containers": [_container("ray-head", "1", "2Gi")]}},
+                },
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "gpu-workers",
+                        "replicas": 2,
+                        "minReplicas": 2,
+                        "maxReplicas": 2,
+                        "rayStartParams": {},
+                        "template": {"spec": {"containers": [_container("ray-worker", "1", "2Gi", vgpu)]}},
+                    }
+                ],
+            },
+        },
+    }
+    return [jobset, pytorch, ray]
+
+
 def _total_requests(pod_sets: list[Obj]) -> dict[str, str]:
     total: dict[str, Fraction] = {}
     for ps in pod_sets:
@@ -198,13 +293,18 @@ async def run_demo(options: DemoOptions, out: TextIO = sys.stdout, err: TextIO =
             )
             manager = await connect("manager", config.manager)
             jobs = demo_jobs(options.jobs, options.seed)
+            gangs = demo_gangs()
             try:
-                from .adapters.job import JobAdapter
+                from .adapters import default_adapters
 
-                res = JobAdapter.resource
-                for job in jobs:
-                    await manager.create(res, job["metadata"]["namespace"], job)
-                print(f"submitted {len(jobs)} Jobs to the manager", file=progress)
+                resources = {a.kind: a.resource for a in default_adapters()}
+                for job in [*jobs, *gangs]:
+                    await manager.create(resources[job["kind"]], job["metadata"]["namespace"], job)
+                print(
+                    f"submitted {len(jobs)} Jobs and a {', a '.join(g['kind'] for g in gangs)} to the manager",
+                    file=progress,
+                )
+                jobs = [*jobs, *gangs]
                 done = await _wait(repo, len(jobs), started, options.timeout, progress)
             finally:
                 await manager.close()
@@ -257,6 +357,7 @@ def _summary(world: Any, rows: list[Any]) -> Obj:
             {
                 "namespace": r.namespace,
                 "name": r.name,
+                "kind": r.kind,
                 "cluster": r.cluster,
                 "state": r.state,
                 "priority": r.priority,
@@ -270,12 +371,13 @@ def _summary(world: Any, rows: list[Any]) -> Obj:
 
 
 def _print_summary(summary: Obj, out: TextIO) -> None:
-    rows = [["JOB", "CLUSTER", "STATE", "REQUESTS", "WAIT", "RUN", "REASON"]]
+    rows = [["JOB", "KIND", "CLUSTER", "STATE", "REQUESTS", "WAIT", "RUN", "REASON"]]
     for j in summary["jobs"]:
         req = ",".join(f"{k.removeprefix('nvidia.com/')}={v}" for k, v in j["requests"].items())
         rows.append(
             [
                 f"{j['namespace']}/{j['name']}",
+                j["kind"],
                 j["cluster"] or "-",
                 j["state"],
                 req,

@@ -101,6 +101,7 @@ class Live:
                 pod_sets=tuple(PodSetSpec.from_json(ps) for ps in self.pod_sets),
                 selector=self.cluster_selector,
                 excluded=frozenset(self.excluded),
+                kind=self.kind,
             )
             self._pending = p
         return p

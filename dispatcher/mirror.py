@@ -88,7 +88,14 @@ async def create_copy(
             raise
         if exc.not_found and create_namespace:
             await _ensure_namespace(client, namespace)
-            created = await client.create(res, namespace, body)
+            try:
+                created = await client.create(res, namespace, body)
+            except KubeError as again:
+                if not again.not_found:
+                    raise
+                return MirrorResult(
+                    False, error=f"{client.name} does not serve {res.kind} ({res.api_version})", permanent=True
+                )
             return MirrorResult(True, (created.get("metadata") or {}).get("uid"))
         if exc.not_found:
             return MirrorResult(

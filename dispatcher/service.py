@@ -34,8 +34,8 @@ import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential, wait_random
 
 from . import labels as L
+from .adapters import default_adapters
 from .adapters.base import Adapter
-from .adapters.job import JobAdapter
 from .capacity import WorkerView
 from .config import DispatcherConfig
 from .events import EventRecorder
@@ -155,7 +155,7 @@ class Dispatcher:
         self.leading = election is None
         self.policy = config.policy
         self.repo = repo
-        self.adapters: dict[str, Adapter] = {a.kind: a for a in (adapters or [JobAdapter()])}
+        self.adapters: dict[str, Adapter] = {a.kind: a for a in (adapters or default_adapters())}
         self.engine = PlacementEngine(self.policy, HamiFitter())
         self.queue = PendingQueue()
         self.live = LiveSet()

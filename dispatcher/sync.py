@@ -5,11 +5,12 @@ reads the newest cached objects and moves the workload to the state they show (P
 Running → Succeeded/Failed, or back to Placed when the worker's Kueue evicts it). SQL is written
 first (guarded by generation), then the manager object:
 
-- ``status`` mode (the manager Job has ``spec.managedBy`` = the dispatcher): at admission the manager
-  Job is unsuspended, and the remote Job's status is written to its ``/status`` in an order the API
-  server's Job status rules accept (``SuccessCriteriaMet`` before ``Complete``, times included);
-- ``annotations`` mode (a suspended Job): annotations name the cluster, the state, a message, and the
-  remote status as JSON; the manager Job stays suspended.
+- ``status`` mode (the manager object's managedBy names the dispatcher): at admission the manager
+  object is unsuspended where the kind says so, and the remote status is written to its ``/status`` in
+  the form the kind's adapter gives (for a Job, an order the API server's Job status rules accept:
+  ``SuccessCriteriaMet`` before ``Complete``, times included);
+- ``annotations`` mode (a suspended object): annotations name the cluster, the state, a message, and the
+  remote status as JSON; the manager object stays suspended.
 
 Events on the manager object say where the workload went and why.
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from . import labels as L
@@ -111,25 +111,6 @@ def manager_report(live: Live, state: str, message: str, remote_status: Obj | No
     return out
 
 
-def failed_status(local: Obj, message: str, reason: str = "WorkerLost") -> Obj:
-    """A Failed status for a manager Job the dispatcher manages, in the form the Job status rules accept."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    status = dict(local.get("status") or {})
-    conditions = [c for c in status.get("conditions") or [] if c.get("type") not in ("FailureTarget", "Failed")]
-    for ctype in ("FailureTarget", "Failed"):
-        conditions.append(
-            {
-                "type": ctype,
-                "status": "True",
-                "reason": reason,
-                "message": message[:1000],
-                "lastProbeTime": now,
-                "lastTransitionTime": now,
-            }
-        )
-    return {"conditions": conditions, "startTime": status.get("startTime") or now, "active": 0}
-
-
 async def write_manager(
     manager: ClusterClient,
     adapter: Adapter,
@@ -155,10 +136,9 @@ async def write_manager(
     if live.status_mode != "status" or local is None:
         return
     if remote is None:
-        if state == WorkloadState.FAILED and not live.reported.get("failed"):
-            await manager.patch(
-                res, live.namespace, live.name, {"status": failed_status(local, message)}, subresource="status"
-            )
+        failed = adapter.failed_status(local, message) if state == WorkloadState.FAILED else None
+        if failed is not None and not live.reported.get("failed"):
+            await manager.patch(res, live.namespace, live.name, {"status": failed}, subresource="status")
             live.reported["failed"] = True
         return
     if state in (WorkloadState.ADMITTED, WorkloadState.RUNNING, WorkloadState.SUCCEEDED, WorkloadState.FAILED):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from .. import labels as L
@@ -15,9 +16,31 @@ from ..kube.client import Resource
 from ..patch_util import strip_server_fields
 from ..resources import PodSet
 
-__all__ = ["Adapter", "Intake", "RemotePhase"]
+__all__ = ["Adapter", "Intake", "RemotePhase", "condition_true", "dig", "now_rfc3339"]
 
 Obj = dict[str, Any]
+
+
+def now_rfc3339() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def dig(obj: Any, *keys: str) -> Any:
+    """``obj[k1][k2]…``, or None where a level is missing or not a mapping."""
+    cur = obj
+    for k in keys:
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(k)
+    return cur
+
+
+def condition_true(status: Obj | None, ctype: str) -> Obj | None:
+    """The condition of ``ctype`` in ``status.conditions`` when its status is True."""
+    for c in (status or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == ctype and c.get("status") == "True":
+            return c
+    return None
 
 
 @dataclass(frozen=True)
@@ -93,6 +116,48 @@ class Adapter(ABC):
     def activate_patch(self, local: Obj) -> Obj | None:
         """A patch that shows a managed manager object as running (e.g. unsuspend), or None."""
         return None
+
+    def failed_status(self, local: Obj, message: str, reason: str = "WorkerLost") -> Obj | None:
+        """The status that marks a managed manager object Failed when no copy reports it (a lost worker
+        with no failover), in the form the kind's status accepts; None writes no status."""
+        return None
+
+    # -- the common form of the CRD kinds: managedBy or suspension ------------------------------------------
+
+    #: The kind's own operator's managedBy value (the object is not handed to anyone else).
+    own_controller: str = ""
+
+    def managed_by(self, obj: Obj) -> str | None:
+        """The object's managedBy value (where the kind keeps it)."""
+        value = dig(obj, "spec", "managedBy")
+        return str(value) if value else None
+
+    def suspended(self, obj: Obj) -> bool:
+        return bool(dig(obj, "spec", "suspend"))
+
+    def finished(self, obj: Obj) -> bool:
+        return self.phase(obj).finished
+
+    def standard_intake(self, obj: Obj, controller_name: str, suspend_field: str, managed_by_field: str) -> Intake:
+        """Taken when ``managedBy`` names the dispatcher (status mode) or when suspended (annotations mode);
+        left alone when another controller manages it or it already finished; else a warning."""
+        managed_by = self.managed_by(obj)
+        if managed_by == controller_name:
+            return Intake(True, status_mode="status")
+        if managed_by and managed_by != self.own_controller:
+            return Intake(False)
+        if self.finished(obj):
+            return Intake(False)
+        if self.suspended(obj):
+            return Intake(True, status_mode="annotations")
+        return Intake(
+            False,
+            warning=(
+                f"{self.kind} is labelled {L.QUEUE_NAME} but is neither suspended nor managed by {controller_name}, "
+                "so it runs on this cluster and the dispatcher leaves it alone; to dispatch it, create it with "
+                f"{suspend_field}: true or {managed_by_field}: {controller_name}"
+            ),
+        )
 
     def base_copy(self, obj: Obj, labels: dict[str, str], annotations: dict[str, str]) -> Obj:
         """The common part of a remote copy: metadata cleaned of server fields, origin labels added."""

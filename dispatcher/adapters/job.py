@@ -7,7 +7,7 @@ from typing import Any
 from .. import labels as L
 from ..kube.client import Resource
 from ..resources import PodSet, pod_requests
-from .base import Adapter, Intake, RemotePhase
+from .base import Adapter, Intake, RemotePhase, now_rfc3339
 
 __all__ = ["JobAdapter"]
 
@@ -100,3 +100,21 @@ class JobAdapter(Adapter):
         if (local.get("spec") or {}).get("suspend"):
             return {"spec": {"suspend": False}}
         return None
+
+    def failed_status(self, local: Obj, message: str, reason: str = "WorkerLost") -> Obj | None:
+        """A Failed status in the form the Job status rules accept (``FailureTarget`` first, times set)."""
+        now = now_rfc3339()
+        status = dict(local.get("status") or {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") not in ("FailureTarget", "Failed")]
+        for ctype in ("FailureTarget", "Failed"):
+            conditions.append(
+                {
+                    "type": ctype,
+                    "status": "True",
+                    "reason": reason,
+                    "message": message[:1000],
+                    "lastProbeTime": now,
+                    "lastTransitionTime": now,
+                }
+            )
+        return {"conditions": conditions, "startTime": status.get("startTime") or now, "active": 0}

@@ -6,6 +6,9 @@
 - A dropped or silent connection re-watches from the last seen version, after a backoff with
   jitter (tenacity's exponential wait); a server that keeps failing is relisted.
 - Handlers are plain callables run on the event loop; they must be quick (update memory, queue work).
+- A resource the server does not serve (``404`` on the list: a CRD not installed) is an empty,
+  synced cache, checked again every ``absent_recheck`` seconds; ``served`` says which, and
+  ``on_served`` hears of every change.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class Informer:
         page_size: int = 500,
         watch_timeout: int = 300,
         idle_timeout: float = 90.0,
+        absent_recheck: float = 60.0,
+        on_served: Callable[[bool], None] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -59,6 +64,10 @@ class Informer:
         self.page_size = page_size
         self.watch_timeout = watch_timeout
         self.idle_timeout = idle_timeout
+        self.absent_recheck = absent_recheck
+        self.on_served = on_served
+        #: None until the first list; False while the server answers the list with 404.
+        self.served: bool | None = None
         self.cache: dict[Key, Obj] = {}
         self.resource_version = ""
         self.synced = asyncio.Event()
@@ -127,7 +136,18 @@ class Informer:
                 self._emit("MODIFIED", obj, previous)
         self.resource_version = rv
         self.relists += 1
+        self._set_served(True)
         self.synced.set()
+
+    def _set_served(self, served: bool) -> None:
+        if self.served is served:
+            return
+        self.served = served
+        if self.on_served is not None:
+            try:
+                self.on_served(served)
+            except Exception:
+                log.exception("informer %s: on_served failed", self.name)
 
     async def _watch(self) -> None:
         async for kind, obj in self.client.watch(
@@ -173,6 +193,21 @@ class Informer:
                 raise
             except KubeError as e:
                 self.connected = False
+                if e.code == 404 and need_list:
+                    if self.served is not False:
+                        log.info(
+                            "informer %s: the server does not serve %s; skipping it (checking again every %.0fs)",
+                            self.name,
+                            self.resource.plural,
+                            self.absent_recheck,
+                        )
+                    for key, old in list(self.cache.items()):
+                        del self.cache[key]
+                        self._emit("DELETED", old, old)
+                    self._set_served(False)
+                    self.synced.set()
+                    await asyncio.sleep(self.absent_recheck)
+                    continue
                 if e.code == 410:
                     log.info("informer %s: resourceVersion %s expired, relisting", self.name, self.resource_version)
                     need_list = True

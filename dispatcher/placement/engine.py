@@ -113,6 +113,7 @@ class PendingWorkload:
     pod_sets: tuple[PodSetSpec, ...]
     selector: Mapping[str, str] | None = None
     excluded: frozenset[str] = frozenset()
+    kind: str = ""
     _shape: tuple[Any, ...] | None = None
 
     @property
@@ -129,7 +130,7 @@ class PendingWorkload:
     @property
     def group(self) -> tuple[Any, ...]:
         """Workloads of one group get the same verdicts: if the best of them cannot be placed, none can."""
-        return (self.shape, tuple(sorted((self.selector or {}).items())), tuple(sorted(self.excluded)))
+        return (self.kind, self.shape, tuple(sorted((self.selector or {}).items())), tuple(sorted(self.excluded)))
 
 
 @dataclass(slots=True)
@@ -237,6 +238,8 @@ class PlacementEngine:
             return Verdict(w.name, False, "cluster is cordoned (no new placements)")
         if not w.synced:
             return Verdict(w.name, False, "capacity view of the cluster has not synced yet")
+        if wl.kind and wl.kind in w.unserved_kinds:
+            return Verdict(w.name, False, f"the cluster does not serve {wl.kind} (its CRD is not installed)")
         if wl.selector:
             for key, value in wl.selector.items():
                 have = w.labels.get(key)
@@ -376,8 +379,18 @@ class PlacementEngine:
                     if free > best_free:
                         best_flavor, best_free = flavor.name, free
                 if best_flavor is not None and want > best_free:
+                    where = ""
+                    if len(pod_sets) > 1:  # a gang: name the pod set that no longer fits after those before it
+                        so_far = 0
+                        for ps in pod_sets:
+                            so_far += ps.requests.get(res, 0) * ps.count
+                            if so_far > best_free:
+                                where = f"pod set {ps.name} does not fit with the pod sets before it: "
+                                break
+                    elif pod_sets:
+                        where = f"pod set {pod_sets[0].name}: "
                     return (
-                        f"ClusterQueue {cq}: {res} requested {format_kueue_value(res, want)}, "
+                        f"ClusterQueue {cq}: {where}{res} requested {format_kueue_value(res, want)}, "
                         f"free {format_kueue_value(res, max(best_free, 0))} in flavor {best_flavor} "
                         f"(cohort borrowing included)"
                     )

@@ -81,6 +81,8 @@ class WorkerCapacity:
         self.health = "Unknown"
         self.cordoned = False
         self.synced = False
+        #: Workload kinds whose resource the cluster does not serve (no CRD): never placed there.
+        self.unserved_kinds: set[str] = set()
         self.latency = 0.0
         self.version = 0
         self.tree = QuotaTree()

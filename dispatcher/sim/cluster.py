@@ -16,6 +16,7 @@ from .controllers.kubelet import Kubelet
 from .controllers.scheduler import Extender, Scheduler
 from .faults import FaultState
 from .http import ApiServer
+from .registry import Registry
 from .store import Store
 from .tls import TlsMaterial, make_tls
 from .topology import KUEUE_CONFIG_KEY, KUEUE_CONFIG_NAME, KUEUE_CONFIG_NAMESPACE, NodeGroup
@@ -34,6 +35,11 @@ class ClusterOptions:
     kueue: bool = True
     hami: bool = False
     jobs: bool = True
+    #: The JobSet controller, the Kubeflow training operator and KubeRay.
+    operators: bool = True
+    #: API groups whose CRDs this cluster does not have (e.g. ``("ray.io",)``: KubeRay not installed); their
+    #: operators and Kueue integrations do not run either.
+    without_groups: tuple[str, ...] = ()
     scheduler: bool = True
     kubelet: bool = True
     default_run_seconds: float = 2.0
@@ -53,7 +59,10 @@ class SimCluster:
         self.name = name
         self.options = options or ClusterOptions()
         self.store = Store(log_size=self.options.log_size)
-        self.api = Api(self.store)
+        registry = Registry.default()
+        if self.options.without_groups:
+            registry = Registry(tuple(rt for rt in registry.types if rt.group not in self.options.without_groups))
+        self.api = Api(self.store, registry)
         self.faults = FaultState()
         #: The cluster's own CA and serving certificate (``None`` when serving plain http).
         self.tls: TlsMaterial | None = make_tls(name) if self.options.tls else None
@@ -92,10 +101,27 @@ class SimCluster:
             self.controllers["kubelet"] = Kubelet(self.api, default_run_seconds=opts.default_run_seconds)
         if opts.jobs:
             self.controllers["job-controller"] = JobController(self.api)
+        if opts.operators:
+            from .controllers.jobset import JobSetController
+            from .controllers.kuberay import KubeRayOperator
+            from .controllers.training import TrainingOperator
+
+            without = set(opts.without_groups)
+            if "jobset.x-k8s.io" not in without:
+                self.controllers["jobset-controller"] = JobSetController(self.api)
+            if "kubeflow.org" not in without:
+                self.controllers["training-operator"] = TrainingOperator(self.api)
+            if "ray.io" not in without:
+                self.controllers["kuberay-operator"] = KubeRayOperator(self.api)
         if opts.kueue:
             from .controllers.kueue import KueueController
+            from .controllers.kueue_integrations import all_integrations
+            from .controllers.kueue_jobs import BatchJobIntegration
 
-            self.controllers["kueue"] = KueueController(self.api)
+            integrations = [
+                i for i in (BatchJobIntegration(), *all_integrations()) if i.group not in opts.without_groups
+            ]
+            self.controllers["kueue"] = KueueController(self.api, integrations)
 
     def ensure_namespace(self, name: str) -> None:
         if self.store.get("namespaces", "", name) is None:

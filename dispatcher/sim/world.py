@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,8 @@ class WorldOptions:
     admin_port: int = 0
     #: Serve the clusters over HTTPS with self-signed certificates (kubectl needs it for bearer tokens).
     tls: bool = True
+    #: Cluster name -> API groups whose CRDs it lacks (``{"worker-1": ("ray.io",)}``: no KubeRay there).
+    without_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -85,6 +87,7 @@ class SimWorld:
                 default_run_seconds=opts.default_run_seconds,
                 bookmark_interval=opts.bookmark_interval,
                 tls=opts.tls,
+                without_groups=opts.without_groups.get("manager", ()),
             ),
         )
         self.workers: list[SimCluster] = []
@@ -100,6 +103,7 @@ class SimWorld:
                         default_run_seconds=opts.default_run_seconds,
                         bookmark_interval=opts.bookmark_interval,
                         tls=opts.tls,
+                        without_groups=opts.without_groups.get(f"worker-{i}", ()),
                     ),
                 )
             )

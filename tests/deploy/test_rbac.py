@@ -63,6 +63,15 @@ class Need:
 
 
 K = "kueue.x-k8s.io"
+#: The job kinds besides batch/v1 Job (dispatcher/adapters/): (group, plural).
+CRD_KINDS = (
+    ("jobset.x-k8s.io", "jobsets"),
+    ("kubeflow.org", "pytorchjobs"),
+    ("kubeflow.org", "tfjobs"),
+    ("ray.io", "rayjobs"),
+    ("ray.io", "rayclusters"),
+)
+ONLY_JOBS = "the audit run submits Jobs only (tests/service/test_kinds.py runs every kind end to end)"
 NEEDS: tuple[Need, ...] = (
     # -- manager ----------------------------------------------------------------------------------------------
     # The intake informer on manager Jobs labelled with a queue name, in every namespace.
@@ -73,6 +82,19 @@ NEEDS: tuple[Need, ...] = (
     # The remote Job's status written to a managedBy Job's /status.
     Need(MANAGER, "batch", "jobs/status", ("patch",),
          'dispatcher/sync.py: {"status": new_status}, subresource="status")'),
+    # The same for the other job kinds: their informers run (list, watch); the writes only with such objects.
+    *(
+        need
+        for g, plural in CRD_KINDS
+        for need in (
+            Need(MANAGER, g, plural, ("list", "watch"), "dispatcher/intake.py: label_selector=L.QUEUE_NAME,"),
+            Need(MANAGER, g, plural, ("patch",),
+                 'dispatcher/sync.py: await manager.patch(res, live.namespace, live.name, {"metadata": {"annotations"',
+                 audit=ONLY_JOBS),
+            Need(MANAGER, g, f"{plural}/status", ("patch",),
+                 'dispatcher/sync.py: {"status": new_status}, subresource="status")', audit=ONLY_JOBS),
+        )
+    ),
     # Events about manager Jobs, in each Job's namespace (repeats are counted in memory, never updated).
     Need(MANAGER, "", "events", ("create",), "dispatcher/events.py: await self.client.create(EVENTS,"),
     # WorkloadPriorityClass values for kueue.x-k8s.io/priority-class.
@@ -100,6 +122,21 @@ NEEDS: tuple[Need, ...] = (
     # The informer on our copies (origin label), and fencing's list of them.
     Need(WORKER, "batch", "jobs", ("list", "watch"),
          'dispatcher/capacity.py: label_selector=f"{L.ORIGIN}={self.origin}",'),
+    # The same for the other job kinds.
+    *(
+        need
+        for g, plural in CRD_KINDS
+        for need in (
+            Need(WORKER, g, plural, ("create",),
+                 "dispatcher/mirror.py: created = await client.create(res, namespace, body)", audit=ONLY_JOBS),
+            Need(WORKER, g, plural, ("get",),
+                 "dispatcher/mirror.py: existing = await client.get(res, namespace, name)", audit=ONLY_JOBS),
+            Need(WORKER, g, plural, ("delete",),
+                 "dispatcher/mirror.py: await client.delete(res, namespace, name,", audit=ONLY_JOBS),
+            Need(WORKER, g, plural, ("list", "watch"),
+                 'dispatcher/capacity.py: label_selector=f"{L.ORIGIN}={self.origin}",'),
+        )
+    ),
     # The Job's namespace when it is missing (policy.createNamespaces).
     Need(WORKER, "", "namespaces", ("create",), "dispatcher/mirror.py: NAMESPACES, None,",
          audit="a copy goes only where the worker has the LocalQueue, so its namespace exists: the create "

@@ -120,8 +120,16 @@ async def start_rig(
     policy: Policy | None = None,
     weights: dict[str, float] | None = None,
     run_seconds: float = 1.0,
+    without_groups: dict[str, tuple[str, ...]] | None = None,
 ) -> Rig:
-    world = SimWorld(WorldOptions(workers=workers, gpu_workers=gpu_workers, default_run_seconds=run_seconds))
+    world = SimWorld(
+        WorldOptions(
+            workers=workers,
+            gpu_workers=gpu_workers,
+            default_run_seconds=run_seconds,
+            without_groups=without_groups or {},
+        )
+    )
     await world.start()
     await asyncio.to_thread(world.write_files, tmp)
     loaded = load_config(tmp / "clusters.yaml")

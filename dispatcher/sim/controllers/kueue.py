@@ -58,6 +58,7 @@ from ..patch import clone
 from ..store import StoreEvent
 from ..topology import KUEUE_CONFIG_KEY, KUEUE_CONFIG_NAME, KUEUE_CONFIG_NAMESPACE
 from .base import Controller, record_event
+from .kueue_integrations import all_integrations
 from .kueue_jobs import BatchJobIntegration, JobIntegration
 from .kueue_model import (
     CLUSTER_QUEUE_LABEL,
@@ -263,7 +264,8 @@ class KueueController(Controller):
     def __init__(self, api: Api, integrations: Iterable[JobIntegration] | None = None) -> None:
         super().__init__(api)
         self.integrations: dict[str, JobIntegration] = {
-            i.resource_key: i for i in (integrations if integrations is not None else (BatchJobIntegration(),))
+            i.resource_key: i
+            for i in (integrations if integrations is not None else (BatchJobIntegration(), *all_integrations()))
         }
         self._by_kind: dict[tuple[str, str], JobIntegration] = {
             (i.group, i.kind): i for i in self.integrations.values()
