@@ -4,7 +4,7 @@ The simulated clusters run in a child process (``dispatcher sim up``, nodes with
 the figures are the dispatcher's and not the simulator sharing its event loop; the dispatcher runs here.
 
     python bench/failover_speed.py --jobs 1000 --lost-timeout 5
-    python bench/failover_speed.py --jobs 1000 --max-in-flight 1000      # without the per-worker in-flight cap
+    python bench/failover_speed.py --jobs 1000 --max-in-flight 100       # with a tighter per-worker in-flight cap
     python bench/failover_speed.py --db-url postgresql+asyncpg://root@127.0.0.1:5432/test
 
 Prints: detection (fault to Lost), placed (Lost to every affected job having its copy on another worker),
@@ -140,7 +140,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--lost-timeout", type=float, default=5.0)
-    parser.add_argument("--max-in-flight", type=int, default=100, help="per worker (the config default is 100)")
+    parser.add_argument("--max-in-flight", type=int, default=500, help="per worker (the config default is 500)")
     parser.add_argument("--db-url", help="default: SQLite in a temporary directory")
     report = asyncio.run(run(parser.parse_args()))
     print(json.dumps(report, indent=1))

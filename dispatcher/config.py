@@ -18,6 +18,7 @@ import yaml
 from . import DEFAULT_CONTROLLER_NAME
 
 __all__ = [
+    "DEFAULT_MAX_IN_FLIGHT",
     "ConfigError",
     "DispatcherConfig",
     "KubeconfigRef",
@@ -28,6 +29,10 @@ __all__ = [
     "parse_config",
     "parse_duration",
 ]
+
+#: Copies per worker not yet admitted by its Kueue. A throttle, not the quota guard (reservations are): it must
+#: not hold back a failover, which moves hundreds of workloads off a lost worker at once.
+DEFAULT_MAX_IN_FLIGHT = 500
 
 
 class ConfigError(ValueError):
@@ -84,7 +89,7 @@ class WorkerConfig:
     kube: KubeconfigRef
     weight: float = 1.0
     labels: Mapping[str, str] = field(default_factory=dict)
-    max_in_flight: int = 100
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
 
 
 @dataclass(frozen=True)
@@ -294,7 +299,7 @@ def parse_config(raw: Any, *, base: Path | None = None) -> DispatcherConfig:
         for key, value in labels.items():
             if not isinstance(value, (str, int, float, bool)):
                 raise ConfigError(f"{path}.labels.{key}: expected a string, got {value!r}")
-        max_in_flight = w.get("maxInFlight", 100)
+        max_in_flight = w.get("maxInFlight", DEFAULT_MAX_IN_FLIGHT)
         if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
             raise ConfigError(f"{path}.maxInFlight: must be an integer >= 1, got {max_in_flight!r}")
         workers.append(

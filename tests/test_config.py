@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dispatcher.config import ConfigError, load_config, parse_config, parse_duration
+from dispatcher.config import DEFAULT_MAX_IN_FLIGHT, ConfigError, load_config, parse_config, parse_duration
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "clusters.example.yaml"
@@ -48,7 +48,7 @@ def test_example_loads() -> None:
     assert lab.kube.secret_namespace == "kueue-system"
     assert lab.kube.path is None
     assert lab.weight == 1.0
-    assert lab.max_in_flight == 100
+    assert lab.max_in_flight == DEFAULT_MAX_IN_FLIGHT == 500
     p = cfg.policy
     assert p.mode == "binpack"
     assert p.strategy == "scored"

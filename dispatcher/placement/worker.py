@@ -72,7 +72,7 @@ class WorkerCapacity:
     """The placement engine's view of one worker."""
 
     def __init__(
-        self, name: str, *, weight: float = 1.0, labels: Mapping[str, str] | None = None, max_in_flight: int = 100
+        self, name: str, *, weight: float = 1.0, labels: Mapping[str, str] | None = None, max_in_flight: int = 500
     ) -> None:
         self.name = name
         self.weight = weight
