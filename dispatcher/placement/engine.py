@@ -218,13 +218,28 @@ def _pod_set_requests(worker: WorkerCapacity, ps: PodSetSpec) -> dict[str, int]:
     return {k: kueue_value(k, v) for k, v in per_pod.items() if v > 0}
 
 
+@dataclass(slots=True)
+class _ShapeCache:
+    """What the engine keeps per workload shape."""
+
+    #: worker name -> (worker version, verdict)
+    verdicts: dict[str, tuple[int, Verdict]] = field(default_factory=dict)
+    #: worker name -> (its transformations, its excluded prefixes, per-pod-set Kueue requests there)
+    requests: dict[str, tuple[Any, Any, list[dict[str, int]]]] = field(default_factory=dict)
+    #: whether the shape asks HAMi for vGPUs (None: not known yet)
+    wants_gpu: bool | None = None
+
+
 class PlacementEngine:
     """Verdicts, scores and decisions for pending workloads (no I/O)."""
 
     def __init__(self, policy: Policy, gpu: GpuFitter | None = None) -> None:
         self.policy = policy
         self.gpu = gpu
-        self._cache: dict[tuple[str, tuple[Any, ...]], tuple[int, Verdict]] = {}
+        #: shape -> what the engine keeps for it (verdicts per worker, Kueue requests per worker, vGPU or not), so
+        #: that a decision hashes the (large) shape once, not once per worker.
+        self._cache: dict[tuple[Any, ...], _ShapeCache] = {}
+        self._cached = 0
         self.evaluations = 0
         self.cache_hits = 0
 
@@ -260,22 +275,43 @@ class PlacementEngine:
         return None
 
     def evaluate(self, wl: PendingWorkload, w: WorkerCapacity) -> Verdict:
+        return self._evaluate_cached(wl, w, self._shape_cache(wl))
+
+    def _shape_cache(self, wl: PendingWorkload) -> _ShapeCache:
+        entry = self._cache.get(wl.shape)
+        if entry is None:
+            if self._cached > 200_000:
+                self._cache.clear()
+                self._cached = 0
+            entry = self._cache[wl.shape] = _ShapeCache()
+        return entry
+
+    def _evaluate_cached(self, wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache) -> Verdict:
         early = self._pre_check(wl, w)
         if early is not None:
             return early
-        key = (w.name, wl.shape)
-        cached = self._cache.get(key)
+        cached = entry.verdicts.get(w.name)
         if cached is not None and cached[0] == w.version:
             self.cache_hits += 1
             return cached[1]
-        verdict = self._evaluate(wl, w)
+        verdict = self._evaluate(wl, w, entry)
         self.evaluations += 1
-        self._cache[key] = (w.version, verdict)
-        if len(self._cache) > 200_000:
-            self._cache.clear()
+        if cached is None:
+            self._cached += 1
+        entry.verdicts[w.name] = (w.version, verdict)
         return verdict
 
-    def _evaluate(self, wl: PendingWorkload, w: WorkerCapacity) -> Verdict:
+    @staticmethod
+    def _kueue_requests(wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache) -> list[dict[str, int]]:
+        """Per-pod Kueue requests of each pod set on ``w``: they change only with its Kueue configuration."""
+        hit = entry.requests.get(w.name)
+        if hit is not None and hit[0] is w.transformations and hit[1] is w.excluded_prefixes:
+            return hit[2]
+        requests = [_pod_set_requests(w, ps) for ps in wl.pod_sets]
+        entry.requests[w.name] = (w.transformations, w.excluded_prefixes, requests)
+        return requests
+
+    def _evaluate(self, wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache) -> Verdict:
         cq_name = w.local_queues.get((wl.namespace, wl.queue))
         if cq_name is None:
             return Verdict(w.name, False, f"no LocalQueue {wl.queue} in namespace {wl.namespace}", transient=False)
@@ -286,7 +322,7 @@ class PlacementEngine:
             )
         if cq.is_stopped:
             return Verdict(w.name, False, f"ClusterQueue {cq_name} is stopped (stopPolicy {cq.stop_policy})")
-        requests = [_pod_set_requests(w, ps) for ps in wl.pod_sets]
+        requests = self._kueue_requests(wl, w, entry)
         gpu_worker = w.gpu is not None
         for ps in wl.pod_sets:
             for res, amount in ps.requests.items():
@@ -333,7 +369,9 @@ class PlacementEngine:
                 return Verdict(w.name, False, self._shortfall(w, cq_name, assignment, pod_sets), cluster_queue=cq_name)
             preempts = len(victims)
         gpu_verdict: GpuVerdict | None = None
-        if self.gpu is not None and self.gpu.wants(wl.pod_sets):
+        if entry.wants_gpu is None:
+            entry.wants_gpu = self.gpu is not None and self.gpu.wants(wl.pod_sets)
+        if self.gpu is not None and entry.wants_gpu:
             if w.gpu is None:
                 return Verdict(
                     w.name,
@@ -423,7 +461,8 @@ class PlacementEngine:
     # -- decisions -----------------------------------------------------------------------------------
 
     def decide(self, wl: PendingWorkload, workers: Sequence[WorkerCapacity]) -> Decision:
-        verdicts = [self.evaluate(wl, w) for w in workers]
+        entry = self._shape_cache(wl)
+        verdicts = [self._evaluate_cached(wl, w, entry) for w in workers]
         chosen, summary = score_verdicts(verdicts, workers, self.policy)
         return Decision(wl, verdicts, chosen, summary, strategy="scored", mode=self.policy.mode)
 

@@ -19,6 +19,7 @@ Ties go to the worker whose name sorts first.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -62,22 +63,24 @@ def score_verdicts(
         return None, "no worker can take it now: " + "; ".join(f"{v.cluster}: {v.reason}" for v in verdicts)
     weights = {w.name: w.weight for w in workers}
     top_weight = max((weights.get(v.cluster, 1.0) for v in feasible), default=1.0) or 1.0
+    term_weight = {term: float(getattr(policy.weights, attr)) for term, attr in TERM_WEIGHT.items()}
     for v in feasible:
-        v.terms["clusterWeight"] = weights.get(v.cluster, 1.0) / top_weight
+        terms = v.terms
+        terms["clusterWeight"] = weights.get(v.cluster, 1.0) / top_weight
         total = 0.0
         norm = 0.0
-        for term, value in v.terms.items():
-            attr = TERM_WEIGHT.get(term)
-            if attr is None:
+        for term, value in terms.items():
+            weight = term_weight.get(term)
+            if weight is None:
                 continue
-            weight = float(getattr(policy.weights, attr))
             total += weight * value
             norm += weight
         score = total / norm if norm else 0.0
         if v.preempts:
             score /= 4.0
         v.score = score
-    ranked = sorted(feasible, key=lambda v: (-v.score, v.cluster))
+    # The best and the runner-up (highest score, then first by name) without sorting every feasible worker.
+    ranked = heapq.nsmallest(2, feasible, key=lambda v: (-v.score, v.cluster))
     best = ranked[0]
     if len(ranked) == 1:
         why = "the only worker that can take it"

@@ -101,6 +101,8 @@ class WorkerCapacity:
         #: Remote Workload key -> owner (Job) uid, to recognise our own.
         self.workload_owner: dict[str, str] = {}
         self.reservations: dict[str, Reservation] = {}
+        #: How many of :attr:`reservations` still hold quota (kept by reserve/settle/release: O(1) per check).
+        self._in_flight = 0
         self.nodes: dict[str, NodeInfo] = {}
         #: Per resource, the largest allocatable of any schedulable node (a pod bigger never runs here).
         self.max_node: dict[str, int] = {}
@@ -115,7 +117,7 @@ class WorkerCapacity:
     @property
     def in_flight(self) -> int:
         """Placements whose copy the worker's Kueue has not admitted yet."""
-        return sum(1 for r in self.reservations.values() if r.usage)
+        return self._in_flight
 
     # -- Kueue objects --------------------------------------------------------------------------------
 
@@ -262,6 +264,8 @@ class WorkerCapacity:
         """Hold capacity for one of our placements (idempotent per uid)."""
         self.release(reservation.uid)
         self.reservations[reservation.uid] = reservation
+        if reservation.usage:
+            self._in_flight += 1
         self.tree.add_usage(reservation.cluster_queue, reservation.usage)
         if self.gpu is not None and reservation.gpu:
             self.gpu.assume(reservation.uid, reservation.gpu)
@@ -275,6 +279,7 @@ class WorkerCapacity:
         if reservation is None or not reservation.usage:
             return False
         self.tree.remove_usage(reservation.cluster_queue, reservation.usage)
+        self._in_flight -= 1
         if reservation.gpu:
             self.reservations[uid] = Reservation(reservation.uid, reservation.cluster_queue, {}, reservation.gpu)
         else:
@@ -286,6 +291,7 @@ class WorkerCapacity:
         reservation = self.reservations.pop(uid, None)
         if reservation is not None:
             if reservation.usage:
+                self._in_flight -= 1
                 self.tree.remove_usage(reservation.cluster_queue, reservation.usage)
             if self.gpu is not None and reservation.gpu:
                 self.gpu.forget(uid)

@@ -1,0 +1,88 @@
+"""Shared by the benchmark scripts: the machine line, medians, percentiles, resident memory, the report.
+
+Every script prints a line about the machine first, its figures as medians of ``--runs`` runs, and with
+``--json`` the same figures as one JSON object on the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def machine() -> dict[str, Any]:
+    """Cores (all and usable), Python, the platform, the load average and the date of the run."""
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count() or 1
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {
+        "cores": os.cpu_count() or 1,
+        "usable_cores": usable,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(terse=True),
+        "load_average": [round(x, 2) for x in load],
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def machine_line(info: dict[str, Any]) -> str:
+    load = ", ".join(f"{x:g}" for x in info["load_average"])
+    return (
+        f"machine: {info['cores']} cores ({info['usable_cores']} usable), {info['implementation']} "
+        f"{info['python']}, {info['platform']}, load average {load}, {info['date']}"
+    )
+
+
+def parser(doc: str | None, *, runs: int) -> argparse.ArgumentParser:
+    """An argument parser with the options every benchmark takes: --quick, --json, --runs."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="a reduced run (well under a minute)")
+    p.add_argument("--json", action="store_true", help="also print the figures as one JSON object on the last line")
+    p.add_argument("--runs", type=int, default=None, help=f"runs per figure; the median is reported (default {runs})")
+    return p
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) by the nearest-rank method."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), math.ceil(q * len(ordered))))
+    return float(ordered[rank - 1])
+
+
+def rss_bytes() -> int:
+    """This process's resident set size, from /proc (0 where there is no /proc)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def rnd(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def emit(report: dict[str, Any], as_json: bool) -> None:
+    """The JSON object last (one line), after whatever the script printed for people."""
+    if as_json:
+        sys.stdout.flush()
+        print(json.dumps(report, separators=(",", ":"), default=str))
+    sys.stdout.flush()
