@@ -1,0 +1,126 @@
+"""Failover: 1,000 running jobs on a worker that stops answering, lost timeout 5 s.
+
+Reuses ``failover_speed.py`` (simulated clusters out of process, the dispatcher here): the jobs are spread over
+the workers and run; the worker holding the most is stopped (the simulator's ``down`` fault pauses the whole
+cluster). Figures, medians of ``--runs`` runs:
+
+- ``detection_seconds``: from the fault until the dispatcher marks the worker Lost;
+- ``placed_seconds``: from Lost until every affected job has its copy on another worker;
+- ``readmitted_seconds``: from Lost until every affected job is admitted by another worker's Kueue
+  (target: <= 5 s);
+- ``duplicates``: workloads with a copy on two or more of the remaining workers at the end (target 0);
+- ``lost``: jobs not admitted or running anywhere but the stopped worker at the end (target 0).
+
+    python bench/failover.py                      # 1,000 jobs, 3 workers, lost timeout 5 s, 3 runs
+    python bench/failover.py --quick --json       # 200 jobs, 1 run
+    python bench/failover.py --db-url postgresql+asyncpg://root@127.0.0.1:5432/test
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+import failover_speed
+from _common import emit, machine, machine_line, median, parser
+
+from dispatcher import labels as L
+from dispatcher.adapters.job import JobAdapter
+from dispatcher.service import Dispatcher
+from dispatcher.store.models import WorkloadState
+
+_original_measure = failover_speed._measure
+_DONE = (WorkloadState.ADMITTED, WorkloadState.RUNNING, WorkloadState.SUCCEEDED)
+
+
+async def _measure_and_count(
+    args: argparse.Namespace, dispatcher: Dispatcher, manager_ref: object, admin: str
+) -> dict[str, object]:
+    """``failover_speed._measure``, then duplicates and lost jobs, read before the dispatcher stops."""
+    report = await _original_measure(args, dispatcher, manager_ref, admin)
+    victim = str(report["victim"])
+    copies: dict[str, int] = {}
+    for name, view in dispatcher.views.items():
+        if name == victim:
+            continue
+        for obj in view.remote_jobs(JobAdapter.resource.plural).values():
+            uid = ((obj.get("metadata") or {}).get("labels") or {}).get(L.WORKLOAD_UID)
+            if uid:
+                copies[uid] = copies.get(uid, 0) + 1
+    report["duplicates"] = sum(1 for n in copies.values() if n > 1)
+    ok = sum(1 for lv in dispatcher.live.by_id.values() if lv.state in _DONE and lv.cluster not in (None, victim))
+    report["lost"] = args.jobs - ok
+    return report
+
+
+async def _one(args: argparse.Namespace) -> dict[str, Any]:
+    failover_speed._measure = _measure_and_count  # type: ignore[assignment]
+    try:
+        return await failover_speed.run(args)
+    finally:
+        failover_speed._measure = _original_measure  # type: ignore[assignment]
+
+
+def main() -> int:
+    p = parser(__doc__, runs=3)
+    p.add_argument("--jobs", type=int, help="running jobs (default 1,000; --quick 200)")
+    p.add_argument("--workers", type=int, default=3)
+    p.add_argument("--lost-timeout", type=float, default=5.0)
+    p.add_argument("--max-in-flight", type=int, default=100, help="per worker (the config default is 100)")
+    p.add_argument("--db-url", help="default: SQLite in a temporary directory")
+    args = p.parse_args()
+    runs = args.runs or (1 if args.quick else 3)
+    args.jobs = args.jobs or (200 if args.quick else 1000)
+    info = machine()
+    print(machine_line(info))
+    db = "PostgreSQL" if args.db_url and args.db_url.startswith("postgresql") else "SQLite"
+    print(
+        f"failover: {args.jobs} running jobs over {args.workers} workers, the busiest stopped, lost timeout "
+        f"{args.lost_timeout:g}s, {db}; median of {runs} runs"
+    )
+    results = []
+    for i in range(runs):
+        r = asyncio.run(_one(args))
+        results.append(r)
+        print(
+            f"  run {i + 1}: {r['affected']} jobs on {r['victim']}: detection {r['detection_seconds']}s, "
+            f"placed {r['placed_seconds']}s and re-admitted {r['admitted_seconds']}s after detection, "
+            f"{r['duplicates']} duplicates, {r['lost']} lost"
+        )
+
+    def med(key: str) -> float | None:
+        values = [float(r[key]) for r in results if r.get(key) is not None]
+        return round(median(values), 2) if len(values) == len(results) else None
+
+    readmitted = med("admitted_seconds")
+    duplicates = max(int(r["duplicates"]) for r in results)
+    lost = max(int(r["lost"]) for r in results)
+    report: dict[str, Any] = {
+        "machine": info,
+        "database": db,
+        "jobs": args.jobs,
+        "workers": args.workers,
+        "lost_timeout": args.lost_timeout,
+        "runs": runs,
+        "affected": median([float(r["affected"]) for r in results]),
+        "detection_seconds": med("detection_seconds"),
+        "placed_seconds": med("placed_seconds"),
+        "readmitted_seconds": readmitted,
+        "duplicates": duplicates,
+        "lost": lost,
+        "per_run": [{k: v for k, v in r.items() if k != "timeline"} for r in results],
+    }
+    ok = readmitted is not None and readmitted <= 5.0 and duplicates == 0 and lost == 0
+    print(
+        f"median: detection {report['detection_seconds']}s; after detection placed {report['placed_seconds']}s, "
+        f"re-admitted {readmitted}s; duplicates {duplicates}, lost {lost} (worst run) "
+        f"{'PASS' if ok else 'FAIL'} (target: re-admitted <= 5 s after detection, 0 duplicates, 0 lost)"
+    )
+    emit(report, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
