@@ -39,7 +39,7 @@ from _common import emit, machine, machine_line, median, parser, rnd, rss_bytes
 
 from dispatcher.config import Policy
 from dispatcher.live import Live
-from dispatcher.placement.engine import PendingWorkload, PlacementEngine, PodSetSpec
+from dispatcher.placement.engine import PendingWorkload, PlacementEngine
 from dispatcher.placement.gpu import HamiFitter, WorkerGpus, sync_worker
 from dispatcher.placement.queue import PendingQueue
 from dispatcher.placement.vgpu import HANDSHAKE_ANNOTATION, REGISTER_ANNOTATION, encode_node_devices, register_device

@@ -1,0 +1,368 @@
+"""Dispatch throughput against the API floor: simulated clusters of 10 and 100 workers, 1,000 and 10,000 quick jobs.
+
+The simulated clusters run in a child process (``dispatcher sim up``: a manager and N workers, HTTPS, Kueue, job
+controller, scheduler and kubelet; jobs run 1 s); the dispatcher and the floor run here, one after the other,
+against the same clusters, in turn (dispatcher, floor, dispatcher, floor, ...), so that the ratio of each pair
+is measured under the same load.
+
+**Dispatcher** (one per cluster size, kept running across runs; SQLite or ``--db-url``): the workers are
+held back (cordoned in memory), the run's jobs are submitted to the manager and taken by the intake into SQL;
+then the workers are released and the clock runs until every job has its copy created on a worker, recorded in
+SQL and reported on the manager object (``Placed``). ``placed_per_second`` is jobs over that time.
+
+**Floor**: a bare asyncio loop with the same Kubernetes client that makes only the API calls a dispatch needs:
+for every job (submitted beforehand, like the dispatcher's) create the copy on a worker (round robin) and patch
+the manager Job's annotations. No SQL, no placement, no watches. ``ratio_to_floor`` is the median over runs of
+dispatcher rate / floor rate of each pair. Target: >= 0.7.
+
+**Latency** (after the throughput runs, dispatcher only): jobs submitted one by one at a steady rate (half the
+measured throughput, at most ``--paced-rate``); ``submit_to_mirrored`` p50/p99 is from the create call on the
+manager to the copy placed and reported. ``status_sync_lag`` p50/p99 is the service's own measure (from a
+watch event marking a workload for sync to its state written to SQL and the manager), over the whole run.
+
+    python bench/dispatch.py                                  # 10 and 100 workers x 1,000 and 10,000 jobs, 3 runs
+    python bench/dispatch.py --db-url postgresql+asyncpg://root@127.0.0.1:5432/test
+    python bench/dispatch.py --quick --json                   # 10 workers, 1,000 jobs, 1 run
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import emit, machine, machine_line, median, parser, percentile, rnd
+from sqlalchemy import text
+
+from dispatcher import labels as L
+from dispatcher.adapters.job import JobAdapter
+from dispatcher.config import DispatcherConfig, load_config
+from dispatcher.kube.client import ClusterClient, connect
+from dispatcher.live import Live
+from dispatcher.placement.engine import Decision
+from dispatcher.service import Dispatcher
+from dispatcher.store.engine import make_engine
+from dispatcher.store.migrate import upgrade
+from dispatcher.store.models import WorkloadState
+from dispatcher.store.repo import Repo
+
+Obj = dict[str, Any]
+JOBS = JobAdapter.resource
+NAMESPACE = "team-a"
+TOPOLOGY = 'cpuWorker:\n  nodes: [{prefix: cpu, count: 4, cpu: "64", memory: 256Gi, pods: 5000}]\n'
+BENCH_LABEL = "bench.dispatcher.io/floor"
+
+
+def _job(name: str, labelled: bool) -> Obj:
+    labels = {L.QUEUE_NAME: "user-queue"} if labelled else {BENCH_LABEL: "true"}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+        "spec": {
+            "suspend": True,
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox:1.36",
+                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+async def _submit(manager: ClusterClient, names: list[str], labelled: bool, concurrency: int = 32) -> list[Obj]:
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(name: str) -> Obj:
+        async with sem:
+            return await manager.create(JOBS, NAMESPACE, _job(name, labelled))
+
+    return await asyncio.gather(*(one(n) for n in names))
+
+
+async def _start_sim(workers: int, tmp: Path) -> tuple[asyncio.subprocess.Process, Path]:
+    (tmp / "topology.yaml").write_text(TOPOLOGY)
+    sim = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dispatcher", "sim", "up", "--workers", str(workers), "--gpu-workers", "0",
+        "--dir", str(tmp / "sim"), "--run-seconds", "1", "--topology", str(tmp / "topology.yaml"),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not await asyncio.to_thread((tmp / "sim" / "ready").exists):
+        if time.monotonic() > deadline or sim.returncode is not None:
+            raise RuntimeError("the simulated clusters did not start")
+        await asyncio.sleep(0.2)
+    return sim, tmp / "sim" / "clusters.yaml"
+
+
+class Bench:
+    """One dispatcher against one set of simulated clusters, with hooks that time each job's way."""
+
+    def __init__(self, config: DispatcherConfig, db_url: str) -> None:
+        self.config = config
+        self.db_url = db_url
+        self.placed_at: dict[str, float] = {}
+        self.sync_lags: list[float] = []
+        self._placed_event = asyncio.Event()
+        self._dispatcher: Dispatcher | None = None
+
+    @property
+    def d(self) -> Dispatcher:
+        assert self._dispatcher is not None
+        return self._dispatcher
+
+    async def start(self) -> None:
+        self.engine = make_engine(self.db_url)
+        await upgrade(self.engine)
+        d = self._dispatcher = Dispatcher(self.config, Repo(self.engine))
+        original_placed = d._placed
+
+        async def placed(live: Live, remote_uid: str, decision: Decision | None) -> None:
+            await original_placed(live, remote_uid, decision)
+            if live.state != WorkloadState.PENDING:
+                self.placed_at.setdefault(live.name, time.monotonic())
+                self._placed_event.set()
+
+        d._placed = placed  # type: ignore[method-assign]
+        metrics = d.metrics
+        dirty_since: dict[int, float] = {}
+        original_requested, original_finished = metrics.sync_requested, metrics.sync_finished
+
+        def requested(workload_id: int) -> None:
+            dirty_since.setdefault(workload_id, time.monotonic())
+            original_requested(workload_id)
+
+        def finished(workload_ids: Any) -> None:
+            ids = list(workload_ids)
+            now = time.monotonic()
+            for wid in ids:
+                since = dirty_since.pop(wid, None)
+                if since is not None:
+                    self.sync_lags.append(now - since)
+            original_finished(ids)
+
+        metrics.sync_requested = requested  # type: ignore[method-assign]
+        metrics.sync_finished = finished  # type: ignore[method-assign]
+        await d.start()
+        self.manager = await connect("bench-manager", self.config.manager)
+
+    async def stop(self) -> None:
+        await self.manager.close()
+        await self.d.stop()
+        await self.engine.dispose()
+
+    def hold(self, held: bool) -> None:
+        """Cordon (or uncordon) every worker in memory only: no SQL write, no API call."""
+        for cap in self.d.capacities.values():
+            cap.cordoned = held
+            cap.touch()
+        if not held:
+            self.d.wake_placement()
+
+    async def wait_placed(self, names: list[str], timeout: float) -> float:
+        deadline = time.monotonic() + timeout
+        while True:
+            self._placed_event.clear()
+            if all(n in self.placed_at for n in names):
+                return max(self.placed_at[n] for n in names)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = sum(1 for n in names if n not in self.placed_at)
+                raise TimeoutError(f"{missing} of {len(names)} jobs not placed within {timeout:g}s")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._placed_event.wait(), min(left, 1.0))
+
+    async def throughput(self, prefix: str, n: int) -> dict[str, float]:
+        names = [f"{prefix}-{i:05d}" for i in range(n)]
+        self.hold(True)
+        await _submit(self.manager, names, labelled=True)
+        wanted = set(names)
+        deadline = time.monotonic() + 600
+        while sum(1 for lv in list(self.d.live.by_id.values()) if lv.name in wanted) < n:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the intake did not take every job")
+            await asyncio.sleep(0.05)
+        start = time.monotonic()
+        self.hold(False)
+        end = await self.wait_placed(names, 600)
+        seconds = end - start
+        return {"jobs": n, "seconds": seconds, "placed_per_second": n / seconds}
+
+    async def paced(self, prefix: str, n: int, rate: float) -> list[float]:
+        """Submit ``n`` jobs at ``rate`` per second; each job's submit-to-placed latency."""
+        submitted: dict[str, float] = {}
+        names = [f"{prefix}-{i:05d}" for i in range(n)]
+        tasks = []
+        start = time.monotonic()
+        for i, name in enumerate(names):
+            await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+            submitted[name] = time.monotonic()
+            tasks.append(asyncio.create_task(self.manager.create(JOBS, NAMESPACE, _job(name, True))))
+        await asyncio.gather(*tasks)
+        await self.wait_placed(names, 600)
+        return [self.placed_at[n] - submitted[n] for n in names]
+
+
+async def floor(config: DispatcherConfig, prefix: str, n: int, concurrency: int) -> dict[str, float]:
+    """The API calls alone: create each copy on a worker (round robin), patch the manager Job."""
+    manager = await connect("floor-manager", config.manager)
+    workers = [await connect(f"floor-{w.name}", w.kube) for w in config.workers]
+    adapter = JobAdapter()
+    try:
+        names = [f"{prefix}-{i:05d}" for i in range(n)]
+        objs = await _submit(manager, names, labelled=False)
+        sem = asyncio.Semaphore(concurrency)
+
+        async def dispatch(i: int, obj: Obj) -> None:
+            meta = obj["metadata"]
+            body = adapter.remote_copy(obj, {BENCH_LABEL: "true", L.QUEUE_NAME: "user-queue"}, {})
+            async with sem:
+                await workers[i % len(workers)].create(JOBS, NAMESPACE, body)
+                patch = {
+                    "metadata": {
+                        "annotations": {
+                            L.CLUSTER: config.workers[i % len(workers)].name,
+                            L.STATE: WorkloadState.PLACED,
+                            L.MESSAGE: "placed by the floor",
+                        }
+                    }
+                }
+                await manager.patch(JOBS, NAMESPACE, meta["name"], patch)
+
+        start = time.monotonic()
+        await asyncio.gather(*(dispatch(i, o) for i, o in enumerate(objs)))
+        seconds = time.monotonic() - start
+        return {"jobs": n, "seconds": seconds, "placed_per_second": n / seconds}
+    finally:
+        await manager.close()
+        for w in workers:
+            await w.close()
+
+
+async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) -> dict[str, Any]:
+    sim, clusters = await _start_sim(workers, tmp)
+    try:
+        loaded = load_config(clusters)
+        policy = dataclasses.replace(
+            loaded.policy, admission_timeout=300.0, lost_timeout=60.0, finished_retention=3600.0, gc_interval=300.0
+        )
+        config = dataclasses.replace(loaded, policy=policy)
+        if args.db_url:
+            url = args.db_url
+            engine = make_engine(url)
+            async with engine.begin() as conn:  # a clean schema per cluster size (the tables are the dispatcher's)
+                for table in ("events", "placements", "workloads", "clusters", "leadership"):
+                    await conn.execute(text(f"DROP TABLE IF EXISTS {table} CASCADE"))
+                await conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
+            await engine.dispose()
+        else:
+            url = f"sqlite+aiosqlite:///{tmp / 'dispatcher.sqlite'}"
+        bench = Bench(config, url)
+        await bench.start()
+        out: dict[str, Any] = {}
+        try:
+            for n in job_counts:
+                pairs = []
+                for r in range(args.runs):
+                    disp = await bench.throughput(f"d{workers}-{n}-{r}", n)
+                    flo = await floor(config, f"f{workers}-{n}-{r}", n, args.floor_concurrency)
+                    ratio = disp["placed_per_second"] / flo["placed_per_second"]
+                    pairs.append((disp, flo, ratio))
+                    print(
+                        f"  {workers} workers, {n} jobs, run {r + 1}: dispatcher {disp['placed_per_second']:.0f}/s "
+                        f"({disp['seconds']:.2f}s), floor {flo['placed_per_second']:.0f}/s ({flo['seconds']:.2f}s), "
+                        f"ratio {ratio:.2f}"
+                    )
+                rate = median([p[0]["placed_per_second"] for p in pairs])
+                out[str(n)] = {
+                    "placed_per_second": round(rate, 1),
+                    "floor_per_second": round(median([p[1]["placed_per_second"] for p in pairs]), 1),
+                    "ratio_to_floor": round(median([p[2] for p in pairs]), 3),
+                    "runs": [
+                        {"dispatcher": round(a["placed_per_second"], 1), "floor": round(b["placed_per_second"], 1)}
+                        for a, b, _ in pairs
+                    ],
+                }
+            throughput = min(float(v["placed_per_second"]) for v in out.values())
+            rate = max(1.0, min(args.paced_rate, throughput / 2))
+            bench.sync_lags.clear()
+            lat = await bench.paced(f"p{workers}", args.paced_jobs, rate)
+            await asyncio.sleep(3.0)  # let the last jobs (1 s each) finish and their status sync
+            lags = list(bench.sync_lags)
+            latency = {
+                "paced_jobs": args.paced_jobs,
+                "paced_rate": round(rate, 1),
+                "submit_to_mirrored_p50": rnd(percentile(lat, 0.5)),
+                "submit_to_mirrored_p99": rnd(percentile(lat, 0.99)),
+                "status_sync_lag_p50": rnd(percentile(lags, 0.5)),
+                "status_sync_lag_p99": rnd(percentile(lags, 0.99)),
+                "status_syncs": len(lags),
+            }
+            print(
+                f"  {workers} workers, {args.paced_jobs} jobs at {rate:.0f}/s: submit-to-mirrored p50 "
+                f"{latency['submit_to_mirrored_p50']}s p99 {latency['submit_to_mirrored_p99']}s; status-sync lag p50 "
+                f"{latency['status_sync_lag_p50']}s p99 {latency['status_sync_lag_p99']}s ({len(lags)} syncs)"
+            )
+        finally:
+            await bench.stop()
+        return {"jobs": out, **latency}
+    finally:
+        if sim.returncode is None:
+            sim.send_signal(signal.SIGTERM)
+            await sim.wait()
+
+
+def main() -> int:
+    p = parser(__doc__, runs=3)
+    p.add_argument("--workers", type=int, action="append", help="worker counts (default 10 and 100; --quick 10)")
+    p.add_argument("--jobs", type=int, action="append", help="jobs per run (default 1,000 and 10,000; --quick 1,000)")
+    p.add_argument("--db-url", help="default: SQLite in a temporary directory")
+    p.add_argument("--floor-concurrency", type=int, default=128, help="API calls in flight in the floor")
+    p.add_argument("--paced-jobs", type=int, default=None, help="jobs of the latency phase (default 500; --quick 200)")
+    p.add_argument("--paced-rate", type=float, default=100.0, help="at most this many submissions per second")
+    args = p.parse_args()
+    args.runs = args.runs or (1 if args.quick else 3)
+    worker_counts = args.workers or ([10] if args.quick else [10, 100])
+    job_counts = args.jobs or ([1000] if args.quick else [1000, 10_000])
+    args.paced_jobs = args.paced_jobs or (200 if args.quick else 500)
+    info = machine()
+    print(machine_line(info))
+    db = "PostgreSQL" if args.db_url else "SQLite"
+    print(
+        f"dispatch: {db}, simulated clusters out of process; workers {worker_counts}, jobs {job_counts}; "
+        f"median of {args.runs} runs (dispatcher and floor in turn)"
+    )
+    report: dict[str, Any] = {"machine": info, "database": db, "runs": args.runs, "workers": {}}
+    for workers in worker_counts:
+        tmp = Path(tempfile.mkdtemp(prefix=f"dispatch-bench-{workers}-"))
+        report["workers"][str(workers)] = asyncio.run(run_size(args, workers, job_counts, tmp))
+    ratios = [float(j["ratio_to_floor"]) for w in report["workers"].values() for j in w["jobs"].values()]
+    report["ratio_to_floor"] = round(min(ratios), 3) if ratios else None
+    print(
+        f"ratio to floor (lowest of every size): {report['ratio_to_floor']} "
+        f"{'PASS' if report['ratio_to_floor'] is not None and report['ratio_to_floor'] >= 0.7 else 'FAIL'} "
+        f"(target >= 0.7)"
+    )
+    if not args.json:
+        print(json.dumps(report["workers"], indent=1))
+    emit(report, args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
