@@ -134,13 +134,14 @@ async def _clear_copies(world: SimWorld) -> None:
         await asyncio.sleep(0)
 
 
-async def _one_run(url: str, config: Path, workdir: Path) -> dict[str, float | None]:
+async def _one_run(url: str, config: Path, workdir: Path, profile: str | None) -> dict[str, float | None]:
     port = _free_port()
+    python = [sys.executable, "-m", "cProfile", "-o", profile] if profile else [sys.executable]
     engine = make_engine(url)
     log = (workdir / "dispatcher.log").open("ab")
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dispatcher", "run", "--config", str(config), "--api-listen", f"127.0.0.1:{port}",
+        *python, "-m", "dispatcher", "run", "--config", str(config), "--api-listen", f"127.0.0.1:{port}",
         "--log-level", "warning", stdout=log, stderr=log,
     )  # fmt: skip
     ready = first_intent = first_copy = None
@@ -220,7 +221,7 @@ async def run(args: Any) -> dict[str, Any]:
                     for suffix in ("-wal", "-shm"):
                         (tmp / f"dispatcher.sqlite{suffix}").unlink(missing_ok=True)
                     shutil.copyfile(template, tmp / "dispatcher.sqlite")
-            r = await _one_run(url, config, tmp)
+            r = await _one_run(url, config, tmp, args.profile if i == 0 else None)
             results.append(r)
             print(
                 f"  run {i + 1}: ready {r['ready_seconds']:.2f}s, first placement {r['first_placement_seconds']:.2f}s, "
@@ -238,6 +239,7 @@ def main() -> int:
     p = parser(__doc__, runs=3)
     p.add_argument("--workloads", type=int, help="open workloads in SQL (default 100,000; --quick 10,000)")
     p.add_argument("--db-url", help="default: SQLite in a temporary directory")
+    p.add_argument("--profile", help="run the (first) dispatcher under cProfile, writing its statistics here")
     args = p.parse_args()
     args.runs = args.runs or (1 if args.quick else 3)
     args.workloads = args.workloads or (10_000 if args.quick else 100_000)

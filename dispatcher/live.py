@@ -38,6 +38,9 @@ class Live:
     problem: str | None = None
     #: Monotonic time the copy was created (admission timeout counts from here).
     placed_at: float = 0.0
+    #: The worker's informer has shown the current copy (or listed the worker after the copy was made), so its
+    #: absence from the informer's cache means it is gone, not that the watch is behind.
+    remote_seen: bool = False
     #: Monotonic time the workload finished (retention counts from here).
     finished_at: float = 0.0
     cleaned: bool = False
@@ -80,6 +83,8 @@ class Live:
             placement_id=row.placement_id,
             problem=row.problem,
             placed_at=now_mono,
+            # Copies made before this process started are in the informers' first list when they exist.
+            remote_seen=row.state in (WorkloadState.PLACED, WorkloadState.ADMITTED, WorkloadState.RUNNING),
             finished_at=now_mono if row.state in WorkloadState.TERMINAL else 0.0,
             cleaned=row.cleaned_at is not None,
             deleted=row.deleted,

@@ -64,7 +64,9 @@ log = logging.getLogger("dispatcher.service")
 Obj = dict[str, Any]
 
 PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", False)
-#: How long a copy may be missing from the worker's cache after we created it before we believe it.
+#: How long a copy may be missing from the worker's cache after we created it before we believe it, once the
+#: worker's informer has shown it (a copy it never showed is left to the admission timeout: under load the
+#: watch can lag by more than this, and a copy taken for lost would be deleted and created again elsewhere).
 MISSING_GRACE = 5.0
 #: Pause before trying every worker again after all of them refused or timed out a workload.
 ROUND_BACKOFF = 30.0
@@ -888,6 +890,7 @@ class Dispatcher:
             return
         live.state = WorkloadState.PLACED
         live.placed_at = time.monotonic()
+        live.remote_seen = False
         self.metrics.placed(live.cluster or "")
         self.metrics.observe_submit_to_placed(time.time() - live.created)
         self.live.set_remote(live, live.cluster, remote_uid)
@@ -1039,10 +1042,11 @@ class Dispatcher:
         if remote is not None and not is_our_copy(remote, self.config.origin, live.uid, live.generation):
             remote = None
         if remote is None:
-            if view.jobs_synced() and time.monotonic() - live.placed_at > MISSING_GRACE:
+            if live.remote_seen and view.jobs_synced() and time.monotonic() - live.placed_at > MISSING_GRACE:
                 live.busy = True
                 self._spawn(self._move_elsewhere(live, f"the copy on {live.cluster} disappeared", exclude=False), live)
             return None
+        live.remote_seen = True
         remote_uid = (remote.get("metadata") or {}).get("uid")
         if remote_uid and remote_uid != live.remote_uid:
             self.live.set_remote(live, live.cluster, remote_uid)
