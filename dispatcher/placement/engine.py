@@ -19,6 +19,7 @@ state, so it is cached per (worker, shape) and reused until that worker changes
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from fractions import Fraction
 from typing import Any, Protocol
 
 from ..config import Policy
-from ..quantity import format_kueue_value, kueue_value
+from ..quantity import format_kueue_value, kueue_value, parse_quantity
 from ..resources import transform
 from .quota import (
     FlavorAssignmentMode,
@@ -35,6 +36,7 @@ from .quota import (
     PodSetRequest,
     Toleration,
     assign_flavors,
+    pod_constraints,
     preemption_targets,
 )
 from .scoring import score_verdicts
@@ -66,17 +68,17 @@ class PodSetSpec:
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> PodSetSpec:
-        from ..quantity import parse_quantity
-
+        """From the pod set as SQL keeps it (``dispatcher.resources.PodSet.to_json`` plus its template)."""
         template = raw.get("template") or {}
-        base = PodSetRequest.from_object({"name": raw.get("name"), "count": raw.get("count"), "template": template})
+        pod_spec = template.get("spec") if isinstance(template, Mapping) else None
+        node_selector, tolerations, affinity = pod_constraints(pod_spec if isinstance(pod_spec, Mapping) else {})
         return cls(
             name=str(raw.get("name", "main")),
             count=int(raw.get("count", 1)),
-            requests={k: parse_quantity(v) for k, v in (raw.get("requests") or {}).items()},
-            node_selector=base.node_selector,
-            tolerations=base.tolerations,
-            node_affinity=base.node_affinity,
+            requests={k: _quantity(v) for k, v in (raw.get("requests") or {}).items()},
+            node_selector=node_selector,
+            tolerations=tolerations,
+            node_affinity=affinity,
             template=template,
         )
 
@@ -90,6 +92,13 @@ class PodSetSpec:
             self.node_affinity,
             _gpu_shape(self.template),
         )
+
+
+@functools.lru_cache(maxsize=4096, typed=True)
+def _quantity(value: str | int | float) -> Fraction:
+    """``parse_quantity`` for the few distinct request strings that 100,000 workloads repeat (a Fraction is
+    immutable, so one is shared by every pod set that asks for the same amount)."""
+    return parse_quantity(value)
 
 
 def _gpu_shape(template: Mapping[str, Any]) -> tuple[Any, ...]:

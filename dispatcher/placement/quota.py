@@ -675,35 +675,43 @@ class PodSetRequest:
     def from_object(cls, obj: Mapping[str, Any], count: int | None = None) -> PodSetRequest:
         """Read a Workload ``spec.podSets[]`` entry (``count`` overrides the PodSet's own count)."""
         pod_spec = _map(_map(obj.get("template")).get("spec"))
-        affinity = _map(
-            _map(_map(pod_spec.get("affinity")).get("nodeAffinity")).get(
-                "requiredDuringSchedulingIgnoredDuringExecution"
-            )
-        )
-        terms: tuple[tuple[NodeSelectorRequirement, ...], ...] | None = None
-        if affinity:
-            terms = tuple(
-                tuple(
-                    NodeSelectorRequirement(
-                        _str(_map(e).get("key")),
-                        _str(_map(e).get("operator")),
-                        tuple(_str(v) for v in _list(_map(e).get("values"))),
-                    )
-                    for e in _list(_map(term).get("matchExpressions"))
-                )
-                for term in _list(affinity.get("nodeSelectorTerms"))
-            )
+        node_selector, tolerations, terms = pod_constraints(pod_spec)
         raw_count = obj.get("count", 1)
         group = _str(_map(obj.get("topologyRequest")).get("podSetGroupName")) or None
         return cls(
             name=_str(obj.get("name")) or "main",
             count=count if count is not None else (raw_count if isinstance(raw_count, int) else 1),
             requests=pod_requests(pod_spec),
-            node_selector={str(k): _str(v) for k, v in _map(pod_spec.get("nodeSelector")).items()},
-            tolerations=tuple(Toleration.from_object(_map(t)) for t in _list(pod_spec.get("tolerations"))),
+            node_selector=node_selector,
+            tolerations=tolerations,
             node_affinity=terms,
             group=group,
         )
+
+
+def pod_constraints(
+    pod_spec: Mapping[str, Any],
+) -> tuple[dict[str, str], tuple[Toleration, ...], tuple[tuple[NodeSelectorRequirement, ...], ...] | None]:
+    """A pod's node selector, tolerations and required node affinity terms (ORed terms of ANDed expressions)."""
+    affinity = _map(
+        _map(_map(pod_spec.get("affinity")).get("nodeAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
+    terms: tuple[tuple[NodeSelectorRequirement, ...], ...] | None = None
+    if affinity:
+        terms = tuple(
+            tuple(
+                NodeSelectorRequirement(
+                    _str(_map(e).get("key")),
+                    _str(_map(e).get("operator")),
+                    tuple(_str(v) for v in _list(_map(e).get("values"))),
+                )
+                for e in _list(_map(term).get("matchExpressions"))
+            )
+            for term in _list(affinity.get("nodeSelectorTerms"))
+        )
+    node_selector = {str(k): _str(v) for k, v in _map(pod_spec.get("nodeSelector")).items()}
+    tolerations = tuple(Toleration.from_object(_map(t)) for t in _list(pod_spec.get("tolerations")))
+    return node_selector, tolerations, terms
 
 
 def workload_pod_sets(workload: Mapping[str, Any]) -> list[PodSetRequest]:

@@ -6,7 +6,9 @@ so a simulated controller is held to the same rules as a real client.
 from __future__ import annotations
 
 import base64
+import bisect
 import builtins
+import itertools
 import json
 import random
 import uuid
@@ -313,15 +315,23 @@ class Api:
                     "chunk was returned and now may show up in the list."
                 )
         pinned = fields.value_of("metadata.name")
+        candidates: Iterable[Obj]
+        total = 0
         if pinned is not None and ns is not None:
             one = self.store.get(rt.key, ns, pinned)
             candidates = [one] if one is not None else []
         else:
-            candidates = self.store.list(rt.key, ns)
+            # A continued page starts after the last key it was given (bisected, not scanned from the start).
+            keys = self.store.sorted_keys(rt.key, ns)
+            first = bisect.bisect_right(keys, start_after) if start_after is not None else 0
+            total = len(keys) - first
+            objects = self.store.objects_of(rt.key)
+            candidates = (objects[k] for k in itertools.islice(keys, first, None))
+        unfiltered = labels.empty and not fields.terms and pinned is None
         items: list[Obj] = []
         remaining = 0
         last_key: tuple[str, str] | None = None
-        for obj in candidates:
+        for seen, obj in enumerate(candidates):
             meta = obj["metadata"]
             key = (meta.get("namespace", ""), meta["name"])
             if start_after is not None and key <= start_after:
@@ -331,6 +341,9 @@ class Api:
             if fields.terms and not fields.matches(obj, rt.field_getters):
                 continue
             if limit and len(items) >= limit:
+                if unfiltered:  # every key left is an item left: no need to walk them
+                    remaining = total - seen
+                    break
                 remaining += 1
                 continue
             items.append(self.to_version(rt, obj, version))

@@ -106,6 +106,8 @@ class Store:
         self._subs_all: set[Subscription] = set()
         self._sub_buffer = subscription_buffer
         self.uid_index: dict[str, tuple[str, str, str]] = {}
+        #: (resource, namespace or None) -> its keys in (namespace, name) order; dropped when a key comes or goes.
+        self._order: dict[tuple[str, str | None], builtins.list[tuple[str, str]]] = {}
 
     # -- reads ---------------------------------------------------------------------------------------
 
@@ -118,10 +120,32 @@ class Store:
         bucket = self._buckets.get(resource)
         if not bucket:
             return []
+        return [bucket.objects[k] for k in self.sorted_keys(resource, namespace)]
+
+    def sorted_keys(self, resource: str, namespace: str | None = None) -> builtins.list[tuple[str, str]]:
+        """The (namespace, name) keys in order (shared: never to be modified). Kept between calls until a key
+        of ``resource`` comes or goes, so paging through a large list does not sort it again for every page."""
+        cached = self._order.get((resource, namespace))
+        if cached is not None:
+            return cached
+        bucket = self._buckets.get(resource)
+        if not bucket:
+            return []
         if namespace is None:
-            return [bucket.objects[k] for k in sorted(bucket.objects)]
-        names = bucket.by_namespace.get(namespace, ())
-        return [bucket.objects[(namespace, n)] for n in sorted(names)]
+            keys = sorted(bucket.objects)
+        else:
+            keys = [(namespace, n) for n in sorted(bucket.by_namespace.get(namespace, ()))]
+        self._order[(resource, namespace)] = keys
+        return keys
+
+    def objects_of(self, resource: str) -> dict[tuple[str, str], Obj]:
+        """Every object of ``resource`` by (namespace, name) (shared, read-only)."""
+        bucket = self._buckets.get(resource)
+        return bucket.objects if bucket else {}
+
+    def _reorder(self, resource: str) -> None:
+        for key in [k for k in self._order if k[0] == resource]:
+            del self._order[key]
 
     def count(self, resource: str, namespace: str | None = None) -> int:
         bucket = self._buckets.get(resource)
@@ -155,6 +179,7 @@ class Store:
         bucket.objects[key] = obj
         if prev is None:
             bucket.by_namespace.setdefault(key[0], set()).add(key[1])
+            self._reorder(resource)
         uid = meta.get("uid")
         if uid:
             self.uid_index[uid] = (resource, key[0], key[1])
@@ -168,6 +193,7 @@ class Store:
         prev = bucket.objects.pop((namespace, name), None)
         if prev is None:
             return None
+        self._reorder(resource)
         names = bucket.by_namespace.get(namespace)
         if names is not None:
             names.discard(name)

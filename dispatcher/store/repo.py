@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import and_, event, func, insert, select, text, tuple_, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import Session, defer, selectinload
 from sqlalchemy.sql.dml import Update
 
 from ..fencing import Deposed, Fence
@@ -240,8 +240,12 @@ class Repo:
     async def load_open(self) -> list[Workload]:
         """Every workload not in a terminal state, plus terminal ones whose remote copy is not cleaned."""
         async with self.sessions() as s:
-            stmt = select(Workload).where(
-                (Workload.state.not_in(list(WorkloadState.TERMINAL))) | (Workload.cleaned_at.is_(None))
+            # The last decision (every worker's verdict) and the remote status are large JSON documents that
+            # recovery does not read: left unloaded, and reading them from these rows raises.
+            stmt = (
+                select(Workload)
+                .where((Workload.state.not_in(list(WorkloadState.TERMINAL))) | (Workload.cleaned_at.is_(None)))
+                .options(defer(Workload.last_decision, raiseload=True), defer(Workload.remote_status, raiseload=True))
             )
             return list((await s.scalars(stmt)).all())
 
