@@ -1,7 +1,7 @@
 """Restart: 100,000 open workloads in SQL; how long from process start to ready, and to the first new placement?
 
-The simulated clusters (a manager and 3 workers) run in this process; the manager holds the 100,000 suspended
-Jobs the workloads stand for (so the dispatcher's intake finds every one of them, as after a real restart).
+The simulated manager runs in this process and holds the 100,000 suspended Jobs the workloads stand for (so the
+dispatcher's intake finds every one of them, as after a real restart); 3 simulated workers run in a child process.
 The workload rows are written straight into SQL (all Pending, as Intake writes them), once; each run starts
 from that same state (SQLite: a copy of the file; PostgreSQL: the tables emptied and written again).
 
@@ -38,6 +38,8 @@ from sqlalchemy import delete, func, insert, select
 
 from dispatcher import labels as L
 from dispatcher.adapters.job import JobAdapter
+from dispatcher.config import load_config
+from dispatcher.kube.client import connect
 from dispatcher.sim.world import SimWorld, WorldOptions
 from dispatcher.store.engine import make_engine
 from dispatcher.store.migrate import upgrade
@@ -124,14 +126,31 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def _clear_copies(world: SimWorld) -> None:
+async def _start_workers(tmp: Path, workers: int) -> asyncio.subprocess.Process:
+    """The worker clusters in a child process (``dispatcher sim up``; its own manager is not used)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dispatcher", "sim", "up", "--workers", str(workers), "--gpu-workers", "0",
+        "--dir", str(tmp / "workers"), "--run-seconds", "3600",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not await asyncio.to_thread((tmp / "workers" / "ready").exists):
+        if time.monotonic() > deadline or proc.returncode is not None:
+            raise RuntimeError("the simulated worker clusters did not start")
+        await asyncio.sleep(0.1)
+    return proc
+
+
+async def _clear_copies(config: Path) -> None:
     """Delete the copies a previous run created on the workers, so every run starts alike."""
-    for worker in world.workers:
-        client = worker.client
-        rt = client.rt("batch", "Job")
-        for obj in list(client.list(rt, NAMESPACE)):
-            client.delete(rt, NAMESPACE, obj["metadata"]["name"])
-        await asyncio.sleep(0)
+    for worker in load_config(config).workers:
+        client = await connect(f"clear-{worker.name}", worker.kube)
+        try:
+            listed = await client.list(JobAdapter.resource, NAMESPACE, label_selector=L.ORIGIN)
+            for obj in listed.get("items") or []:
+                await client.delete(JobAdapter.resource, NAMESPACE, obj["metadata"]["name"])
+        finally:
+            await client.close()
 
 
 async def _one_run(url: str, config: Path, workdir: Path, profile: str | None) -> dict[str, float | None]:
@@ -185,8 +204,11 @@ async def _one_run(url: str, config: Path, workdir: Path, profile: str | None) -
 
 async def run(args: Any) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="restart-bench-"))
-    world = SimWorld(WorldOptions(workers=3, gpu_workers=0, default_run_seconds=3600.0))
+    # The manager here (its Jobs are written in process, fast); the workers in a child process, so that the
+    # manager's long list does not hold up the workers' API as it would not on separate real API servers.
+    world = SimWorld(WorldOptions(workers=0, gpu_workers=0, default_run_seconds=3600.0))
     await world.start()
+    workers = await _start_workers(tmp, args.workers)
     try:
         world.write_files(tmp / "sim")
         t0 = time.monotonic()
@@ -207,6 +229,7 @@ async def run(args: Any) -> dict[str, Any]:
         if not postgres:
             shutil.copyfile(tmp / "dispatcher.sqlite", template)
         raw = yaml.safe_load((tmp / "sim" / "clusters.yaml").read_text())
+        raw["workers"] = yaml.safe_load((tmp / "workers" / "clusters.yaml").read_text())["workers"]
         raw["database"] = {"url": url}
         config = tmp / "clusters.yaml"
         config.write_text(yaml.safe_dump(raw))
@@ -214,7 +237,7 @@ async def run(args: Any) -> dict[str, Any]:
         results = []
         for i in range(args.runs):
             if i:
-                await _clear_copies(world)
+                await _clear_copies(config)
                 if postgres:
                     await _write_sql(url, rows)
                 else:
@@ -231,6 +254,9 @@ async def run(args: Any) -> dict[str, Any]:
             )
         return {"results": results, "seed_jobs_seconds": round(seed_jobs, 1), "seed_sql_seconds": round(seed_sql, 1)}
     finally:
+        if workers.returncode is None:
+            workers.send_signal(signal.SIGTERM)
+            await workers.wait()
         await world.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -239,6 +265,7 @@ def main() -> int:
     p = parser(__doc__, runs=3)
     p.add_argument("--workloads", type=int, help="open workloads in SQL (default 100,000; --quick 10,000)")
     p.add_argument("--db-url", help="default: SQLite in a temporary directory")
+    p.add_argument("--workers", type=int, default=3, help="worker clusters (default 3)")
     p.add_argument("--profile", help="run the (first) dispatcher under cProfile, writing its statistics here")
     args = p.parse_args()
     args.runs = args.runs or (1 if args.quick else 3)
