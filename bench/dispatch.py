@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import os
 import signal
 import sys
 import tempfile
@@ -110,11 +111,40 @@ async def _start_sim(workers: int, tmp: Path) -> tuple[asyncio.subprocess.Proces
     return sim, tmp / "sim" / "clusters.yaml"
 
 
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far, from /proc (0 without /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class Cpu:
+    """CPU used over a phase by this process (the dispatcher, or the floor) and by the simulated clusters."""
+
+    def __init__(self, sim_pid: int) -> None:
+        self.sim_pid = sim_pid
+        self.own = time.process_time()
+        self.sim = _proc_cpu(sim_pid)
+
+    def per_job(self, n: int, seconds: float) -> dict[str, float]:
+        own = time.process_time() - self.own
+        sim = _proc_cpu(self.sim_pid) - self.sim
+        return {
+            "cpu_ms_per_job": 1000 * own / n,
+            "cpu_busy": own / seconds if seconds else 0.0,
+            "sim_cpu_busy": sim / seconds if seconds else 0.0,
+        }
+
+
 class Bench:
     """One dispatcher against one set of simulated clusters, with hooks that time each job's way."""
 
-    def __init__(self, config: DispatcherConfig, db_url: str) -> None:
+    def __init__(self, config: DispatcherConfig, db_url: str, sim_pid: int) -> None:
         self.config = config
+        self.sim_pid = sim_pid
         self.db_url = db_url
         self.placed_at: dict[str, float] = {}
         self.sync_lags: list[float] = []
@@ -197,11 +227,11 @@ class Bench:
             if time.monotonic() > deadline:
                 raise TimeoutError("the intake did not take every job")
             await asyncio.sleep(0.05)
-        start = time.monotonic()
+        start, cpu = time.monotonic(), Cpu(self.sim_pid)
         self.hold(False)
         end = await self.wait_placed(names, 600)
         seconds = end - start
-        return {"jobs": n, "seconds": seconds, "placed_per_second": n / seconds}
+        return {"jobs": n, "seconds": seconds, "placed_per_second": n / seconds, **cpu.per_job(n, seconds)}
 
     async def paced(self, prefix: str, n: int, rate: float) -> list[float]:
         """Submit ``n`` jobs at ``rate`` per second; each job's submit-to-placed latency."""
@@ -218,7 +248,7 @@ class Bench:
         return [self.placed_at[n] - submitted[n] for n in names]
 
 
-async def floor(config: DispatcherConfig, prefix: str, n: int, concurrency: int) -> dict[str, float]:
+async def floor(config: DispatcherConfig, prefix: str, n: int, concurrency: int, sim_pid: int) -> dict[str, float]:
     """The API calls alone: create each copy on a worker (round robin), patch the manager Job."""
     manager = await connect("floor-manager", config.manager)
     workers = [await connect(f"floor-{w.name}", w.kube) for w in config.workers]
@@ -244,10 +274,10 @@ async def floor(config: DispatcherConfig, prefix: str, n: int, concurrency: int)
                 }
                 await manager.patch(JOBS, NAMESPACE, meta["name"], patch)
 
-        start = time.monotonic()
+        start, cpu = time.monotonic(), Cpu(sim_pid)
         await asyncio.gather(*(dispatch(i, o) for i, o in enumerate(objs)))
         seconds = time.monotonic() - start
-        return {"jobs": n, "seconds": seconds, "placed_per_second": n / seconds}
+        return {"jobs": n, "seconds": seconds, "placed_per_second": n / seconds, **cpu.per_job(n, seconds)}
     finally:
         await manager.close()
         for w in workers:
@@ -272,7 +302,7 @@ async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) ->
             await engine.dispose()
         else:
             url = f"sqlite+aiosqlite:///{tmp / 'dispatcher.sqlite'}"
-        bench = Bench(config, url)
+        bench = Bench(config, url, sim.pid)
         await bench.start()
         out: dict[str, Any] = {}
         try:
@@ -280,19 +310,25 @@ async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) ->
                 pairs = []
                 for r in range(args.runs):
                     disp = await bench.throughput(f"d{workers}-{n}-{r}", n)
-                    flo = await floor(config, f"f{workers}-{n}-{r}", n, args.floor_concurrency)
+                    flo = await floor(config, f"f{workers}-{n}-{r}", n, args.floor_concurrency, sim.pid)
                     ratio = disp["placed_per_second"] / flo["placed_per_second"]
                     pairs.append((disp, flo, ratio))
                     print(
                         f"  {workers} workers, {n} jobs, run {r + 1}: dispatcher {disp['placed_per_second']:.0f}/s "
-                        f"({disp['seconds']:.2f}s), floor {flo['placed_per_second']:.0f}/s ({flo['seconds']:.2f}s), "
-                        f"ratio {ratio:.2f}"
+                        f"({disp['seconds']:.2f}s, {disp['cpu_ms_per_job']:.2f} ms CPU/job, busy "
+                        f"{disp['cpu_busy']:.0%}, sim {disp['sim_cpu_busy']:.0%}), floor "
+                        f"{flo['placed_per_second']:.0f}/s ({flo['seconds']:.2f}s, {flo['cpu_ms_per_job']:.2f} ms "
+                        f"CPU/job, busy {flo['cpu_busy']:.0%}, sim {flo['sim_cpu_busy']:.0%}), ratio {ratio:.2f}"
                     )
                 rate = median([p[0]["placed_per_second"] for p in pairs])
                 out[str(n)] = {
                     "placed_per_second": round(rate, 1),
                     "floor_per_second": round(median([p[1]["placed_per_second"] for p in pairs]), 1),
                     "ratio_to_floor": round(median([p[2] for p in pairs]), 3),
+                    "cpu_ms_per_job": round(median([p[0]["cpu_ms_per_job"] for p in pairs]), 3),
+                    "floor_cpu_ms_per_job": round(median([p[1]["cpu_ms_per_job"] for p in pairs]), 3),
+                    "sim_cpu_busy": round(median([p[0]["sim_cpu_busy"] for p in pairs]), 2),
+                    "floor_sim_cpu_busy": round(median([p[1]["sim_cpu_busy"] for p in pairs]), 2),
                     "runs": [
                         {"dispatcher": round(a["placed_per_second"], 1), "floor": round(b["placed_per_second"], 1)}
                         for a, b, _ in pairs
