@@ -7,6 +7,7 @@ Every script prints a line about the machine first, its figures as medians of ``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -14,7 +15,9 @@ import os
 import platform
 import statistics
 import sys
-from collections.abc import Sequence
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -86,3 +89,35 @@ def emit(report: dict[str, Any], as_json: bool) -> None:
         sys.stdout.flush()
         print(json.dumps(report, separators=(",", ":"), default=str))
     sys.stdout.flush()
+
+
+@contextlib.asynccontextmanager
+async def scratch_database(url: str | None, sqlite_path: Path) -> AsyncIterator[str]:
+    """The database a benchmark writes to: a SQLite file at ``sqlite_path`` when no URL is given; for a
+    PostgreSQL URL, a new database of its own on that server (dropped afterwards), so that a benchmark never
+    touches the tables of the database named in the URL (tests may be using it)."""
+    if not url:
+        yield f"sqlite+aiosqlite:///{sqlite_path}"
+        return
+    if not url.startswith("postgresql"):
+        yield url
+        return
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    base = make_url(url)
+    admin = base.set(drivername="postgresql").render_as_string(hide_password=False)
+    name = f"dispatcher_bench_{uuid.uuid4().hex[:12]}"
+    conn = await asyncpg.connect(admin)
+    try:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        conn = await asyncpg.connect(admin)
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()

@@ -15,7 +15,7 @@ for every job (submitted beforehand, like the dispatcher's) create the copy on a
 the manager Job's annotations. No SQL, no placement, no watches. ``ratio_to_floor`` is the median over runs of
 dispatcher rate / floor rate of each pair. Target: >= 0.7.
 
-**Latency** (after the throughput runs, dispatcher only): jobs submitted one by one at a steady rate (half the
+**Latency** (after the throughput runs, dispatcher only): jobs submitted one by one at a steady rate (a quarter of the
 measured throughput, at most ``--paced-rate``); ``submit_to_mirrored`` p50/p99 is from the create call on the
 manager to the copy placed and reported. ``status_sync_lag`` p50/p99 is the service's own measure (from a
 watch event marking a workload for sync to its state written to SQL and the manager), over the whole run.
@@ -39,8 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import emit, machine, machine_line, median, parser, percentile, rnd
-from sqlalchemy import text
+from _common import emit, machine, machine_line, median, parser, percentile, rnd, scratch_database
 
 from dispatcher import labels as L
 from dispatcher.adapters.job import JobAdapter
@@ -292,75 +291,72 @@ async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) ->
             loaded.policy, admission_timeout=300.0, lost_timeout=60.0, finished_retention=3600.0, gc_interval=300.0
         )
         config = dataclasses.replace(loaded, policy=policy)
-        if args.db_url:
-            url = args.db_url
-            engine = make_engine(url)
-            async with engine.begin() as conn:  # a clean schema per cluster size (the tables are the dispatcher's)
-                for table in ("events", "placements", "workloads", "clusters", "leadership"):
-                    await conn.execute(text(f"DROP TABLE IF EXISTS {table} CASCADE"))
-                await conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
-            await engine.dispose()
-        else:
-            url = f"sqlite+aiosqlite:///{tmp / 'dispatcher.sqlite'}"
-        bench = Bench(config, url, sim.pid)
-        await bench.start()
-        out: dict[str, Any] = {}
-        try:
-            for n in job_counts:
-                pairs = []
-                for r in range(args.runs):
-                    disp = await bench.throughput(f"d{workers}-{n}-{r}", n)
-                    flo = await floor(config, f"f{workers}-{n}-{r}", n, args.floor_concurrency, sim.pid)
-                    ratio = disp["placed_per_second"] / flo["placed_per_second"]
-                    pairs.append((disp, flo, ratio))
-                    print(
-                        f"  {workers} workers, {n} jobs, run {r + 1}: dispatcher {disp['placed_per_second']:.0f}/s "
-                        f"({disp['seconds']:.2f}s, {disp['cpu_ms_per_job']:.2f} ms CPU/job, busy "
-                        f"{disp['cpu_busy']:.0%}, sim {disp['sim_cpu_busy']:.0%}), floor "
-                        f"{flo['placed_per_second']:.0f}/s ({flo['seconds']:.2f}s, {flo['cpu_ms_per_job']:.2f} ms "
-                        f"CPU/job, busy {flo['cpu_busy']:.0%}, sim {flo['sim_cpu_busy']:.0%}), ratio {ratio:.2f}"
-                    )
-                rate = median([p[0]["placed_per_second"] for p in pairs])
-                out[str(n)] = {
-                    "placed_per_second": round(rate, 1),
-                    "floor_per_second": round(median([p[1]["placed_per_second"] for p in pairs]), 1),
-                    "ratio_to_floor": round(median([p[2] for p in pairs]), 3),
-                    "cpu_ms_per_job": round(median([p[0]["cpu_ms_per_job"] for p in pairs]), 3),
-                    "floor_cpu_ms_per_job": round(median([p[1]["cpu_ms_per_job"] for p in pairs]), 3),
-                    "sim_cpu_busy": round(median([p[0]["sim_cpu_busy"] for p in pairs]), 2),
-                    "floor_sim_cpu_busy": round(median([p[1]["sim_cpu_busy"] for p in pairs]), 2),
-                    "runs": [
-                        {"dispatcher": round(a["placed_per_second"], 1), "floor": round(b["placed_per_second"], 1)}
-                        for a, b, _ in pairs
-                    ],
-                }
-            throughput = min(float(v["placed_per_second"]) for v in out.values())
-            rate = max(1.0, min(args.paced_rate, throughput / 2))
-            bench.sync_lags.clear()
-            lat = await bench.paced(f"p{workers}", args.paced_jobs, rate)
-            await asyncio.sleep(3.0)  # let the last jobs (1 s each) finish and their status sync
-            lags = list(bench.sync_lags)
-            latency = {
-                "paced_jobs": args.paced_jobs,
-                "paced_rate": round(rate, 1),
-                "submit_to_mirrored_p50": rnd(percentile(lat, 0.5)),
-                "submit_to_mirrored_p99": rnd(percentile(lat, 0.99)),
-                "status_sync_lag_p50": rnd(percentile(lags, 0.5)),
-                "status_sync_lag_p99": rnd(percentile(lags, 0.99)),
-                "status_syncs": len(lags),
-            }
-            print(
-                f"  {workers} workers, {args.paced_jobs} jobs at {rate:.0f}/s: submit-to-mirrored p50 "
-                f"{latency['submit_to_mirrored_p50']}s p99 {latency['submit_to_mirrored_p99']}s; status-sync lag p50 "
-                f"{latency['status_sync_lag_p50']}s p99 {latency['status_sync_lag_p99']}s ({len(lags)} syncs)"
-            )
-        finally:
-            await bench.stop()
-        return {"jobs": out, **latency}
+        async with scratch_database(args.db_url, tmp / "dispatcher.sqlite") as url:
+            return await _measure_size(args, workers, job_counts, config, url, sim.pid)
     finally:
         if sim.returncode is None:
             sim.send_signal(signal.SIGTERM)
             await sim.wait()
+
+
+async def _measure_size(
+    args: Any, workers: int, job_counts: list[int], config: DispatcherConfig, url: str, sim_pid: int
+) -> dict[str, Any]:
+    bench = Bench(config, url, sim_pid)
+    await bench.start()
+    out: dict[str, Any] = {}
+    try:
+        for n in job_counts:
+            pairs = []
+            for r in range(args.runs):
+                disp = await bench.throughput(f"d{workers}-{n}-{r}", n)
+                flo = await floor(config, f"f{workers}-{n}-{r}", n, args.floor_concurrency, sim_pid)
+                ratio = disp["placed_per_second"] / flo["placed_per_second"]
+                pairs.append((disp, flo, ratio))
+                print(
+                    f"  {workers} workers, {n} jobs, run {r + 1}: dispatcher {disp['placed_per_second']:.0f}/s "
+                    f"({disp['seconds']:.2f}s, {disp['cpu_ms_per_job']:.2f} ms CPU/job, busy "
+                    f"{disp['cpu_busy']:.0%}, sim {disp['sim_cpu_busy']:.0%}), floor "
+                    f"{flo['placed_per_second']:.0f}/s ({flo['seconds']:.2f}s, {flo['cpu_ms_per_job']:.2f} ms "
+                    f"CPU/job, busy {flo['cpu_busy']:.0%}, sim {flo['sim_cpu_busy']:.0%}), ratio {ratio:.2f}"
+                )
+            rate = median([p[0]["placed_per_second"] for p in pairs])
+            out[str(n)] = {
+                "placed_per_second": round(rate, 1),
+                "floor_per_second": round(median([p[1]["placed_per_second"] for p in pairs]), 1),
+                "ratio_to_floor": round(median([p[2] for p in pairs]), 3),
+                "cpu_ms_per_job": round(median([p[0]["cpu_ms_per_job"] for p in pairs]), 3),
+                "floor_cpu_ms_per_job": round(median([p[1]["cpu_ms_per_job"] for p in pairs]), 3),
+                "sim_cpu_busy": round(median([p[0]["sim_cpu_busy"] for p in pairs]), 2),
+                "floor_sim_cpu_busy": round(median([p[1]["sim_cpu_busy"] for p in pairs]), 2),
+                "runs": [
+                    {"dispatcher": round(a["placed_per_second"], 1), "floor": round(b["placed_per_second"], 1)}
+                    for a, b, _ in pairs
+                ],
+            }
+        throughput = min(float(v["placed_per_second"]) for v in out.values())
+        rate = max(1.0, min(args.paced_rate, throughput / 4))
+        bench.sync_lags.clear()
+        lat = await bench.paced(f"p{workers}", args.paced_jobs, rate)
+        await asyncio.sleep(3.0)  # let the last jobs (1 s each) finish and their status sync
+        lags = list(bench.sync_lags)
+        latency = {
+            "paced_jobs": args.paced_jobs,
+            "paced_rate": round(rate, 1),
+            "submit_to_mirrored_p50": rnd(percentile(lat, 0.5)),
+            "submit_to_mirrored_p99": rnd(percentile(lat, 0.99)),
+            "status_sync_lag_p50": rnd(percentile(lags, 0.5)),
+            "status_sync_lag_p99": rnd(percentile(lags, 0.99)),
+            "status_syncs": len(lags),
+        }
+        print(
+            f"  {workers} workers, {args.paced_jobs} jobs at {rate:.0f}/s: submit-to-mirrored p50 "
+            f"{latency['submit_to_mirrored_p50']}s p99 {latency['submit_to_mirrored_p99']}s; status-sync lag p50 "
+            f"{latency['status_sync_lag_p50']}s p99 {latency['status_sync_lag_p99']}s ({len(lags)} syncs)"
+        )
+    finally:
+        await bench.stop()
+    return {"jobs": out, **latency}
 
 
 def main() -> int:

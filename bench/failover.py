@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import failover_speed
-from _common import emit, machine, machine_line, median, parser
+from _common import emit, machine, machine_line, median, parser, scratch_database
 
 from dispatcher import labels as L
 from dispatcher.adapters.job import JobAdapter
@@ -57,9 +59,15 @@ async def _measure_and_count(
 
 async def _one(args: argparse.Namespace) -> dict[str, Any]:
     failover_speed._measure = _measure_and_count  # type: ignore[assignment]
+    given = args.db_url
     try:
-        return await failover_speed.run(args)
+        if not given:
+            return await failover_speed.run(args)  # SQLite in its own temporary directory
+        async with scratch_database(given, Path(tempfile.gettempdir()) / "unused.sqlite") as url:
+            args.db_url = url  # a PostgreSQL database of its own for this run
+            return await failover_speed.run(args)
     finally:
+        args.db_url = given
         failover_speed._measure = _original_measure  # type: ignore[assignment]
 
 

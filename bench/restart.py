@@ -33,7 +33,7 @@ from typing import Any
 
 import aiohttp
 import yaml
-from _common import emit, machine, machine_line, median, parser
+from _common import emit, machine, machine_line, median, parser, scratch_database
 from sqlalchemy import delete, func, insert, select
 
 from dispatcher import labels as L
@@ -218,47 +218,53 @@ async def run(args: Any) -> dict[str, Any]:
             if i % 500 == 0:
                 await asyncio.sleep(0)
         seed_jobs = time.monotonic() - t0
-        postgres = bool(args.db_url)
-        url = args.db_url or f"sqlite+aiosqlite:///{tmp / 'dispatcher.sqlite'}"
-        rows = _rows(jobs)
-        del jobs
-        t0 = time.monotonic()
-        await _write_sql(url, rows)
-        seed_sql = time.monotonic() - t0
-        template = tmp / "template.sqlite"
-        if not postgres:
-            shutil.copyfile(tmp / "dispatcher.sqlite", template)
-        raw = yaml.safe_load((tmp / "sim" / "clusters.yaml").read_text())
-        raw["workers"] = yaml.safe_load((tmp / "workers" / "clusters.yaml").read_text())["workers"]
-        raw["database"] = {"url": url}
-        config = tmp / "clusters.yaml"
-        config.write_text(yaml.safe_dump(raw))
-        print(f"  seeded {args.workloads} Jobs on the manager in {seed_jobs:.1f}s, SQL rows in {seed_sql:.1f}s")
-        results = []
-        for i in range(args.runs):
-            if i:
-                await _clear_copies(config)
-                if postgres:
-                    await _write_sql(url, rows)
-                else:
-                    for suffix in ("-wal", "-shm"):
-                        (tmp / f"dispatcher.sqlite{suffix}").unlink(missing_ok=True)
-                    shutil.copyfile(template, tmp / "dispatcher.sqlite")
-            r = await _one_run(url, config, tmp, args.profile if i == 0 else None)
-            results.append(r)
-            print(
-                f"  run {i + 1}: ready {r['ready_seconds']:.2f}s, first placement {r['first_placement_seconds']:.2f}s, "
-                f"first copy {r['first_copy_seconds']:.2f}s"
-                if None not in r.values()
-                else f"  run {i + 1}: {r}"
-            )
-        return {"results": results, "seed_jobs_seconds": round(seed_jobs, 1), "seed_sql_seconds": round(seed_sql, 1)}
+        async with scratch_database(args.db_url, tmp / "dispatcher.sqlite") as url:
+            return await _measure(args, world, tmp, jobs, seed_jobs, url)
     finally:
         if workers.returncode is None:
             workers.send_signal(signal.SIGTERM)
             await workers.wait()
         await world.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def _measure(
+    args: Any, world: SimWorld, tmp: Path, jobs: list[Obj], seed_jobs: float, url: str
+) -> dict[str, Any]:
+    postgres = url.startswith("postgresql")
+    rows = _rows(jobs)
+    del jobs
+    t0 = time.monotonic()
+    await _write_sql(url, rows)
+    seed_sql = time.monotonic() - t0
+    template = tmp / "template.sqlite"
+    if not postgres:
+        shutil.copyfile(tmp / "dispatcher.sqlite", template)
+    raw = yaml.safe_load((tmp / "sim" / "clusters.yaml").read_text())
+    raw["workers"] = yaml.safe_load((tmp / "workers" / "clusters.yaml").read_text())["workers"]
+    raw["database"] = {"url": url}
+    config = tmp / "clusters.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    print(f"  seeded {args.workloads} Jobs on the manager in {seed_jobs:.1f}s, SQL rows in {seed_sql:.1f}s")
+    results = []
+    for i in range(args.runs):
+        if i:
+            await _clear_copies(config)
+            if postgres:
+                await _write_sql(url, rows)
+            else:
+                for suffix in ("-wal", "-shm"):
+                    (tmp / f"dispatcher.sqlite{suffix}").unlink(missing_ok=True)
+                shutil.copyfile(template, tmp / "dispatcher.sqlite")
+        r = await _one_run(url, config, tmp, args.profile if i == 0 else None)
+        results.append(r)
+        print(
+            f"  run {i + 1}: ready {r['ready_seconds']:.2f}s, first placement {r['first_placement_seconds']:.2f}s, "
+            f"first copy {r['first_copy_seconds']:.2f}s"
+            if None not in r.values()
+            else f"  run {i + 1}: {r}"
+        )
+    return {"results": results, "seed_jobs_seconds": round(seed_jobs, 1), "seed_sql_seconds": round(seed_sql, 1)}
 
 
 def main() -> int:

@@ -1,0 +1,75 @@
+"""The issue-6 benchmark scripts run, reduced, and end with their figures as one JSON object.
+
+No figure is judged here (speed is for the scripts to print, not for tests to assert): each script must run to
+the end on a tiny load and report what it promises, and the failover script must lose and duplicate nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def run_bench(script: str, *args: str, timeout: float = 120) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--json", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(BENCH.parent)},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("machine: ") and "cores" in lines[0], lines[0]
+    report: dict[str, Any] = json.loads(lines[-1])
+    assert report["machine"]["cores"] >= 1 and report["machine"]["python"]
+    return report
+
+
+def test_placement_reports_decisions_per_worker_count_and_memory() -> None:
+    report = run_bench(
+        "placement.py", "--quick", "--workers", "4", "--workers", "8", "--workloads", "300", "--gpu-nodes", "2"
+    )
+    assert set(report["decisions_per_second"]) == {"4", "8"}
+    assert all(rate > 0 for rate in report["decisions_per_second"].values())
+    for per in report["per_workers"].values():
+        assert per["placed"] + per["parked"] > 0
+    assert report["bytes_per_workload"] > 0
+
+
+def test_restart_reports_ready_and_first_placement(tmp_path: Path) -> None:
+    report = run_bench("restart.py", "--quick", "--workloads", "200", "--workers", "2")
+    assert report["workloads"] == 200
+    assert report["ready_seconds"] is not None and report["ready_seconds"] > 0
+    assert report["first_placement_seconds"] is not None
+    assert report["first_copy_seconds"] is not None
+
+
+def test_failover_moves_every_job_once() -> None:
+    report = run_bench("failover.py", "--quick", "--jobs", "30", "--lost-timeout", "2")
+    assert report["affected"] > 0
+    assert report["readmitted_seconds"] is not None
+    assert report["duplicates"] == 0 and report["lost"] == 0
+
+
+@pytest.mark.parametrize("pg", [False, True], ids=["sqlite", "postgresql"])
+def test_dispatch_reports_the_ratio_to_the_floor(pg: bool) -> None:
+    args = ["--quick", "--workers", "2", "--jobs", "40", "--paced-jobs", "10"]
+    if pg:
+        url = os.environ.get("DISPATCHER_TEST_PG_URL")
+        assert url, "DISPATCHER_TEST_PG_URL is required for the PostgreSQL variant"
+        args += ["--db-url", url]
+    report = run_bench("dispatch.py", *args, timeout=180)
+    size = report["workers"]["2"]
+    assert size["jobs"]["40"]["placed_per_second"] > 0 and size["jobs"]["40"]["floor_per_second"] > 0
+    assert report["ratio_to_floor"] > 0
+    assert size["submit_to_mirrored_p50"] is not None and size["status_syncs"] > 0
