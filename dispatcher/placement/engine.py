@@ -176,6 +176,9 @@ class Verdict:
     score: float = 0.0
     preempts: int = 0
     gpu: GpuVerdict | None = None
+    #: (policy weights, weighted sum, sum of weights) of every term but clusterWeight, kept by the scoring so
+    #: that a cached verdict is not summed again for every decision.
+    partial: tuple[Any, float, float] | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> Obj:
         out: Obj = {"cluster": self.cluster, "feasible": self.feasible}
@@ -471,7 +474,27 @@ class PlacementEngine:
 
     def decide(self, wl: PendingWorkload, workers: Sequence[WorkerCapacity]) -> Decision:
         entry = self._shape_cache(wl)
-        verdicts = [self._evaluate_cached(wl, w, entry) for w in workers]
+        cached = entry.verdicts
+        plain = not wl.selector and not wl.excluded
+        verdicts = []
+        hits = 0
+        for w in workers:
+            # The common case inline (a Ready worker with room, a verdict cached at its version): what
+            # ``_evaluate_cached`` would do, without a call per worker. Anything else takes the full path.
+            hit = cached.get(w.name) if plain else None
+            if (
+                hit is not None
+                and hit[0] == w.version
+                and w.health == "Ready"
+                and not w.cordoned
+                and w.synced
+                and w.in_flight < w.max_in_flight
+            ):
+                hits += 1
+                verdicts.append(hit[1])
+            else:
+                verdicts.append(self._evaluate_cached(wl, w, entry))
+        self.cache_hits += hits
         chosen, summary = score_verdicts(verdicts, workers, self.policy)
         return Decision(wl, verdicts, chosen, summary, strategy="scored", mode=self.policy.mode)
 

@@ -64,17 +64,25 @@ def score_verdicts(
     weights = {w.name: w.weight for w in workers}
     top_weight = max((weights.get(v.cluster, 1.0) for v in feasible), default=1.0) or 1.0
     term_weight = {term: float(getattr(policy.weights, attr)) for term, attr in TERM_WEIGHT.items()}
+    cluster_weight = term_weight["clusterWeight"]
     for v in feasible:
         terms = v.terms
-        terms["clusterWeight"] = weights.get(v.cluster, 1.0) / top_weight
-        total = 0.0
-        norm = 0.0
-        for term, value in terms.items():
-            weight = term_weight.get(term)
-            if weight is None:
-                continue
-            total += weight * value
-            norm += weight
+        partial = v.partial
+        if partial is None or partial[0] is not policy.weights:
+            # Every term but clusterWeight, in the terms' order; clusterWeight is always the last term (added
+            # here), so the sums below are the same operations, in the same order, as summing all terms.
+            total = 0.0
+            norm = 0.0
+            for term, value in terms.items():
+                weight = term_weight.get(term)
+                if weight is None or term == "clusterWeight":
+                    continue
+                total += weight * value
+                norm += weight
+            partial = v.partial = (policy.weights, total, norm)
+        cw = terms["clusterWeight"] = weights.get(v.cluster, 1.0) / top_weight
+        total = partial[1] + cluster_weight * cw
+        norm = partial[2] + cluster_weight
         score = total / norm if norm else 0.0
         if v.preempts:
             score /= 4.0
