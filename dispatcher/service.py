@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import heapq
 import inspect
 import itertools
@@ -400,6 +401,20 @@ class Dispatcher:
 
     async def _recover(self) -> None:
         """Load open workloads from SQL and resume each at the step it had reached."""
+        # Recovery creates hundreds of thousands of objects that all stay alive (rows, their JSON, Live records,
+        # pending entries): the cyclic GC would walk every one of them again at each collection it triggers
+        # (about three times the work of the load itself at 100,000 workloads). Paused for the load only.
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            await self._recover_rows()
+        finally:
+            if paused:
+                gc.enable()
+        log.info("recovered %d open workloads (%d pending)", len(self.live), len(self.queue))
+        self._wake.set()
+
+    async def _recover_rows(self) -> None:
         rows = await self.repo.load_open()
         placements = {p.id: p for p in await self.repo.open_placements()}
         mono, wall = time.monotonic(), time.time()
@@ -427,8 +442,6 @@ class Dispatcher:
                 else:
                     self._arm_admission_timer(live)
             self._dirty.add(live.id)
-        log.info("recovered %d open workloads (%d pending)", len(self.live), len(self.queue))
-        self._wake.set()
 
     async def _after_intake_synced(self) -> None:
         """Once the manager's objects are known: resume interrupted creates, cancel what was deleted."""
