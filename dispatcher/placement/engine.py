@@ -476,6 +476,7 @@ class PlacementEngine:
         entry = self._shape_cache(wl)
         cached = entry.verdicts
         plain = not wl.selector and not wl.excluded
+        kind = wl.kind
         verdicts = []
         hits = 0
         for w in workers:
@@ -488,6 +489,7 @@ class PlacementEngine:
                 and w.health == "Ready"
                 and not w.cordoned
                 and w.synced
+                and not (kind and kind in w.unserved_kinds)
                 and w.in_flight < w.max_in_flight
             ):
                 hits += 1
