@@ -76,7 +76,7 @@ def main() -> int:
     p.add_argument("--jobs", type=int, help="running jobs (default 1,000; --quick 200)")
     p.add_argument("--workers", type=int, default=3)
     p.add_argument("--lost-timeout", type=float, default=5.0)
-    p.add_argument("--max-in-flight", type=int, default=100, help="per worker (the config default is 100)")
+    p.add_argument("--max-in-flight", type=int, default=500, help="per worker (the config default is 500)")
     p.add_argument("--db-url", help="default: SQLite in a temporary directory")
     args = p.parse_args()
     runs = args.runs or (1 if args.quick else 3)
