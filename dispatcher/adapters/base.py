@@ -159,6 +159,20 @@ class Adapter(ABC):
             ),
         )
 
+    def suspended_copy(
+        self, obj: Obj, labels: dict[str, str], annotations: dict[str, str], at: tuple[str, ...] = ("spec",)
+    ) -> Obj:
+        """:meth:`base_copy` with the kind's ``managedBy`` cleared and ``suspend`` set, both under ``at``
+        (``spec`` for JobSet and Ray, ``spec.runPolicy`` for Kubeflow): the worker's own controller runs it
+        once the worker's Kueue admits it."""
+        copy = self.base_copy(obj, labels, annotations)
+        node = copy
+        for key in at:
+            node = node.setdefault(key, {})
+        node.pop("managedBy", None)
+        node["suspend"] = True
+        return copy
+
     def base_copy(self, obj: Obj, labels: dict[str, str], annotations: dict[str, str]) -> Obj:
         """The common part of a remote copy: metadata cleaned of server fields, origin labels added."""
         meta = obj.get("metadata") or {}

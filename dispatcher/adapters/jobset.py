@@ -55,11 +55,7 @@ class JobSetAdapter(Adapter):
         return out
 
     def remote_copy(self, obj: Obj, labels: dict[str, str], annotations: dict[str, str]) -> Obj:
-        copy = self.base_copy(obj, labels, annotations)
-        spec = copy.setdefault("spec", {})
-        spec.pop("managedBy", None)
-        spec["suspend"] = True
-        return copy
+        return self.suspended_copy(obj, labels, annotations)
 
     def phase(self, remote: Obj) -> RemotePhase:
         status = remote.get("status") or {}

@@ -52,11 +52,7 @@ class KubeflowAdapter(Adapter):
         return out
 
     def remote_copy(self, obj: Obj, labels: dict[str, str], annotations: dict[str, str]) -> Obj:
-        copy = self.base_copy(obj, labels, annotations)
-        run_policy = copy.setdefault("spec", {}).setdefault("runPolicy", {})
-        run_policy.pop("managedBy", None)
-        run_policy["suspend"] = True
-        return copy
+        return self.suspended_copy(obj, labels, annotations, ("spec", "runPolicy"))
 
     def phase(self, remote: Obj) -> RemotePhase:
         status = remote.get("status") or {}

@@ -107,11 +107,7 @@ class RayClusterAdapter(Adapter):
         return ray_cluster_pod_sets(obj.get("spec") or {}, annotations, "spec")
 
     def remote_copy(self, obj: Obj, labels: dict[str, str], annotations: dict[str, str]) -> Obj:
-        copy = self.base_copy(obj, labels, annotations)
-        spec = copy.setdefault("spec", {})
-        spec.pop("managedBy", None)
-        spec["suspend"] = True
-        return copy
+        return self.suspended_copy(obj, labels, annotations)
 
     def phase(self, remote: Obj) -> RemotePhase:
         state = dig(remote, "status", "state")
