@@ -713,7 +713,7 @@ async def _figures(
         "copies_deleted": dispatcher.copies_deleted + dispatcher.gc.deleted,
         "preemptions": len(seen.preemptions),
         "needless_preemptions": needless,
-        "late_admissions_of_losers": dispatcher.races.late_admissions,
+        "loser_admissions": dispatcher.races.loser_admissions,
         "fragmentation_waits": len(fragmented),
     }
 

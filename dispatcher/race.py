@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import labels as L
+from .capacity import PODS
 from .kube.client import KubeError
 from .live import Live
 from .mirror import create_copy, delete_copy
@@ -88,8 +90,11 @@ class Races:
         self.svc = service
         self.by_workload: dict[int, Race] = {}
         self.by_remote: dict[tuple[str, str], Race] = {}
-        #: Losing copies seen admitted by their worker's Kueue (they are deleted, never followed).
-        self.late_admissions = 0
+        #: Losing copies seen holding quota on their worker after the race was settled (they are deleted, never
+        #: followed; the quota they held meanwhile is what MultiKueue's strategies waste).
+        self.loser_admissions = 0
+        #: Pods of winning copies whose race gate was lifted (uids), so a stale event does not patch twice.
+        self._lifted: set[str] = set()
         self._to_resume: list[Race] = []
 
     @property
@@ -191,6 +196,7 @@ class Races:
                     generation=race.generation,
                     placement_id=copy.placement_id,
                     create_namespace=svc.policy.create_namespaces,
+                    gate=True,
                 )
             except KubeError as exc:
                 log.info("creating the copy of %s on %s failed (%s); retrying", live.key, copy.cluster, exc)
@@ -211,8 +217,8 @@ class Races:
         copy.state = "created"
         svc.copies_created += 1
         self.by_remote[(copy.cluster, copy.remote_uid)] = race
-        pid, uid = copy.placement_id, copy.remote_uid
-        await svc.retry_sql("record a created copy", lambda: svc.repo.copy_created(pid, uid))
+        # No SQL write per copy: the intent (Creating) is what recovery needs (creating again adopts the copy);
+        # the settling transaction records every copy's uid and outcome at once.
         if race.ended and race.winner != copy.cluster:
             await self._delete(race, copy)  # lost while it was being created
             return
@@ -271,7 +277,7 @@ class Races:
             if race.winner != cluster and copy is not None and copy.remote_uid == owner_uid:
                 view = self.svc.views.get(cluster)
                 if view is not None and quota_reserved(view.workloads_by_owner.get(owner_uid)):
-                    self.late_admissions += 1
+                    self.loser_admissions += 1
                     self.by_remote.pop((cluster, owner_uid), None)
                     log.info(
                         "%s: the losing copy on %s was admitted after the race; it is being deleted",
@@ -310,7 +316,8 @@ class Races:
                 race.generation,
                 winner=won.cluster,
                 winner_placement=won.placement_id,
-                losers=[c.placement_id for c in losers],
+                winner_uid=won.remote_uid or "",
+                losers=[(c.placement_id, c.remote_uid) for c in losers],
                 decision=race.decision,
                 message=race.summary,
             ),
@@ -322,6 +329,7 @@ class Races:
                 self.by_remote[(c.cluster, c.remote_uid)] = race
         self.by_remote.pop((won.cluster, won.remote_uid or ""), None)
         if ok:
+            self._lift_gates(won.cluster, live)
             live.state = WorkloadState.PLACED
             live.placement_id = won.placement_id
             svc.live.set_remote(live, won.cluster, won.remote_uid)
@@ -370,6 +378,56 @@ class Races:
             svc.requeue(live, race.generation + 1)
             svc.timers.add(time.monotonic() + 5.0, "requeue", live.id, live.generation)
 
+    # -- the race gate on the pods ---------------------------------------------------------------------------
+
+    def on_race_pod(self, cluster: str, kind: str, pod: Obj) -> None:
+        """A pod behind the race gate on ``cluster``: lift the gate if its copy won; a loser's stays gated."""
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        live = self.svc.live.by_uid.get(labels.get(L.WORKLOAD_UID, ""))
+        if (
+            live is None
+            or live.cluster != cluster
+            or labels.get(L.GENERATION) != str(live.generation)
+            or live.id in self.by_workload
+        ):
+            return
+        self._lift(cluster, pod)
+
+    def _lift_gates(self, cluster: str, live: Live) -> None:
+        view = self.svc.views.get(cluster)
+        for pod in list(view.gated_pods.values()) if view is not None else []:
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            if labels.get(L.WORKLOAD_UID) == live.uid and labels.get(L.GENERATION) == str(live.generation):
+                self._lift(cluster, pod)
+
+    def _lift(self, cluster: str, pod: Obj) -> None:
+        uid = str((pod.get("metadata") or {}).get("uid"))
+        if uid in self._lifted:
+            return
+        if len(self._lifted) > 100_000:
+            self._lifted.clear()
+        self._lifted.add(uid)
+        self.svc.spawn(self._lift_gate(cluster, pod))
+
+    async def _lift_gate(self, cluster: str, pod: Obj) -> None:
+        meta = pod.get("metadata") or {}
+        gates = [g for g in (pod.get("spec") or {}).get("schedulingGates") or [] if g.get("name") != L.RACE_GATE]
+        client = self.svc.clients[cluster]
+        delay = 0.1
+        for _ in range(8):
+            try:
+                await client.patch(
+                    PODS, meta.get("namespace"), str(meta.get("name")), {"spec": {"schedulingGates": gates or None}}
+                )
+                return
+            except KubeError as exc:
+                if exc.not_found:
+                    return
+                log.info("lifting the race gate of pod %s on %s failed (%s); retrying", meta.get("name"), cluster, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        self._lifted.discard(str(meta.get("uid")))  # the next event of the pod tries again
+
     def cancel(self, live: Live) -> bool:
         """The manager object of a racing workload was deleted: end the race, delete every copy, cancel."""
         race = self.by_workload.get(live.id)
@@ -413,7 +471,11 @@ class Races:
         self._to_resume.append(race)
 
     def resume(self) -> None:
-        """After the manager's objects are known: create what was not created, check who won meanwhile."""
+        """After the manager's objects are known: create what was not created, check who won meanwhile, and
+        lift the race gate of winners' pods seen before the workloads were loaded."""
+        for name, view in self.svc.views.items():
+            for pod in list(view.gated_pods.values()):
+                self.on_race_pod(name, "ADDED", pod)
         for race in self._to_resume:
             if race.live.deleted:
                 race.ended = True

@@ -223,6 +223,7 @@ class Dispatcher:
                 on_capacity=self._on_capacity,
                 on_remote_job=self._on_remote_job,
                 on_remote_workload=self._on_remote_workload,
+                on_race_pod=self._on_race_pod if self.races.active else None,
             )
             self.views[name] = view
             self.health.add(
@@ -696,6 +697,10 @@ class Dispatcher:
         live = self.live.by_uid.get(labels.get(L.WORKLOAD_UID, ""))
         if live is not None and live.cluster == cluster:
             self._mark_dirty(live.id)
+
+    def _on_race_pod(self, cluster: str, kind: str, obj: Obj) -> None:
+        if self.leading:
+            self.races.on_race_pod(cluster, kind, obj)
 
     def _on_remote_workload(self, cluster: str, kind: str, obj: Obj) -> None:
         for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:

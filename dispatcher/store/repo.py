@@ -512,7 +512,8 @@ class Repo:
         *,
         winner: str,
         winner_placement: int,
-        losers: Sequence[int],
+        winner_uid: str,
+        losers: Sequence[tuple[int, str | None]],
         decision: dict[str, Any],
         message: str,
     ) -> bool:
@@ -539,15 +540,23 @@ class Repo:
             )
             if res.rowcount != 1:  # type: ignore[attr-defined]
                 return False
-            if losers:
+            await s.execute(
+                update(Placement)
+                .where(Placement.id == winner_placement)
+                .values(state=PlacementState.CREATED, remote_uid=winner_uid, mirrored_at=now)
+            )
+            for pid, uid in losers:
+                values: dict[str, Any] = {
+                    "state": PlacementState.SUPERSEDED,
+                    "outcome": f"the copy on {winner} was admitted first",
+                    "ended_at": now,
+                }
+                if uid:
+                    values["remote_uid"] = uid
                 await s.execute(
                     update(Placement)
-                    .where(Placement.id.in_(list(losers)), Placement.state.in_(list(PlacementState.OPEN)))
-                    .values(
-                        state=PlacementState.SUPERSEDED,
-                        outcome=f"the copy on {winner} was admitted first",
-                        ended_at=now,
-                    )
+                    .where(Placement.id == pid, Placement.state.in_(list(PlacementState.OPEN)))
+                    .values(**values)
                 )
             s.add(AuditEvent(at=now, workload_id=workload_id, cluster=winner, type="Won", message=message))
         return True
@@ -641,20 +650,6 @@ class Repo:
                 for wid in sorted(done)
             )
         return moved, failed
-
-    async def copy_created(self, placement_id: int, remote_uid: str) -> None:
-        """A race copy exists now (only while its placement is still Creating: a settled race keeps its verdict)."""
-        async with self.sessions.begin() as s:
-            await s.execute(
-                update(Placement)
-                .where(Placement.id == placement_id, Placement.state == PlacementState.CREATING)
-                .values(state=PlacementState.CREATED, remote_uid=remote_uid, mirrored_at=utcnow())
-            )
-            await s.execute(
-                update(Placement)
-                .where(Placement.id == placement_id, Placement.remote_uid.is_(None))
-                .values(remote_uid=remote_uid)
-            )
 
     async def close_placements(self, placement_ids: Sequence[int], *, state: str, outcome: str) -> None:
         """Close the placements still open among these (the first close wins)."""

@@ -13,6 +13,7 @@ from dispatcher.capacity import kueue_resource
 from dispatcher.config import Policy
 from dispatcher.explain import explain
 from dispatcher.kube.client import Resource
+from dispatcher.kube.informer import Informer
 from dispatcher.store.models import PlacementState, WorkloadState
 
 PODS = Resource("", "v1", "pods", "Pod")
@@ -44,7 +45,22 @@ async def _hold(rig: Rig, worker: str, hold: bool) -> None:
 
 async def test_all_at_once_both_admit_exactly_one_copy_survives_and_runs(tmp_path: Path, db_url: str) -> None:
     rig = await start_rig(tmp_path, db_url, workers=2, gpu_workers=0, policy=_policy("allAtOnce"))
+    started: dict[str, set[str]] = {"worker-1": set(), "worker-2": set()}
+
+    def watch(worker: str) -> Any:
+        def on_pod(kind: str, pod: Obj, _old: Obj | None) -> None:
+            labels = pod["metadata"].get("labels") or {}
+            if labels.get("job-name") == "race" and (pod.get("status") or {}).get("phase") in ("Running", "Succeeded"):
+                started[worker].add(pod["metadata"]["uid"])
+
+        return on_pod
+
+    informers = [Informer(rig.workers[w], PODS, watch(w), namespace="team-a") for w in started]
+    for inf in informers:
+        inf.start()
     try:
+        for inf in informers:
+            await asyncio.wait_for(inf.synced.wait(), 10)
         await rig.submit(job("race", seconds=2))
         row = await rig.wait_state("team-a", "race", WorkloadState.RUNNING, WorkloadState.SUCCEEDED, timeout=30)
         assert row.cluster in ("worker-1", "worker-2")
@@ -68,7 +84,10 @@ async def test_all_at_once_both_admit_exactly_one_copy_survives_and_runs(tmp_pat
         assert "Strategy allAtOnce: copies on worker-1, worker-2" in text
         assert f"Winner: {row.cluster}" in text
         assert rig.dispatcher.copies_created == 2 and rig.dispatcher.copies_deleted >= 1
+        assert len(started[row.cluster]) == 1 and started[loser] == set(), "a pod started only on the winner"
     finally:
+        for inf in informers:
+            await inf.stop()
         await stop_rig(rig)
 
 
