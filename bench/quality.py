@@ -764,6 +764,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-in-flight", type=int, default=100, help="per worker")
     parser.add_argument("--timeout", type=float, default=1800.0, help="give up waiting for the jobs after this")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--verbose", action="store_true", help="the dispatcher's log on stderr")
     args = parser.parse_args(argv)
     try:
         args.factors = [float(f) for f in args.worker_factors.split(",") if f.strip()]
@@ -780,6 +781,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+
+    def terminate(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt  # unwinds asyncio.run, so every run's finally stops its simulated clusters
+
+    signal.signal(signal.SIGTERM, terminate)
+    if args.verbose:
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         report = asyncio.run(run(args))
     except GeneratorError as exc:

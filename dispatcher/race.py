@@ -95,6 +95,10 @@ class Races:
         self.loser_admissions = 0
         #: Pods of winning copies whose race gate was lifted (uids), so a stale event does not patch twice.
         self._lifted: set[str] = set()
+        #: (cluster, workload uid) of losing copies being deleted (the garbage collector leaves them to us).
+        self.deleting: set[tuple[str, str]] = set()
+        #: (cluster, workload uid) of losing copies being deleted (the garbage collector leaves them to us).
+        self.deleting: set[tuple[str, str]] = set()
         self._to_resume: list[Race] = []
 
     @property
@@ -222,6 +226,8 @@ class Races:
         if race.ended and race.winner != copy.cluster:
             await self._delete(race, copy)  # lost while it was being created
             return
+        # The worker's Kueue may have admitted it already (its event came before we knew the copy's uid).
+        self.check(race, copy.cluster)
         if live.state == WorkloadState.PLACING and race.winner is None:
             t = Transition(
                 live.id,
@@ -234,7 +240,6 @@ class Races:
                 live.state = WorkloadState.PLACED
                 live.placed_at = time.monotonic()
                 await svc.report(live, WorkloadState.PLACED, race.summary, None)
-        self.check(race, copy.cluster)
 
     async def _close(self, copy: Copy, state: str, outcome: str) -> None:
         pid = copy.placement_id
@@ -252,18 +257,25 @@ class Races:
             return
         copy.state = "deleted"
         res = svc.adapters[race.live.kind].resource
+        key = (copy.cluster, race.live.uid)
+        self.deleting.add(key)
         delay = 0.1
-        while not svc._stopping:
-            try:
-                await delete_copy(client, res, race.live.namespace, race.live.name, copy.remote_uid)
-                svc.copies_deleted += 1
-                return
-            except KubeError as exc:
-                if svc.capacities[copy.cluster].health == "Lost":
+        try:
+            while not svc._stopping:
+                try:
+                    await delete_copy(client, res, race.live.namespace, race.live.name, copy.remote_uid)
+                    svc.copies_deleted += 1
                     return
-                log.info("deleting the losing copy of %s on %s failed (%s); retrying", race.live.key, copy.cluster, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                except KubeError as exc:
+                    if svc.capacities[copy.cluster].health == "Lost":
+                        return
+                    log.info(
+                        "deleting the losing copy of %s on %s failed (%s); retrying", race.live.key, copy.cluster, exc
+                    )
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+        finally:
+            self.deleting.discard(key)
 
     # -- the race --------------------------------------------------------------------------------------------
 
@@ -451,6 +463,8 @@ class Races:
 
     def owns(self, workload_uid: str, cluster: str) -> bool:
         """The garbage collector asks: is a copy of this workload on ``cluster`` part of a race in progress?"""
+        if (cluster, workload_uid) in self.deleting:
+            return True
         live = self.svc.live.by_uid.get(workload_uid)
         race = self.by_workload.get(live.id) if live is not None else None
         return race is not None and not race.ended and cluster in race.copies
