@@ -97,8 +97,6 @@ class Races:
         self._lifted: set[str] = set()
         #: (cluster, workload uid) of losing copies being deleted (the garbage collector leaves them to us).
         self.deleting: set[tuple[str, str]] = set()
-        #: (cluster, workload uid) of losing copies being deleted (the garbage collector leaves them to us).
-        self.deleting: set[tuple[str, str]] = set()
         self._to_resume: list[Race] = []
 
     @property
