@@ -545,7 +545,11 @@ async def run_strategy(strategy: str, gen: Generator, args: argparse.Namespace) 
     finally:
         if sim.returncode is None:
             sim.send_signal(signal.SIGTERM)
-            await sim.wait()
+            try:
+                await asyncio.wait_for(sim.wait(), 15)
+            except TimeoutError:
+                sim.kill()  # a saturated simulator can take long to wind down
+                await sim.wait()
 
 
 async def _measure(
