@@ -1,7 +1,7 @@
 """Placement quality: this project's scored placement against MultiKueue's allAtOnce and incremental dispatchers,
 on Kueue's own scheduler performance workload, side by side in one run.
 
-    python bench/quality.py --quick --json                       # one cohort at reduced counts, < 1 minute
+    python bench/quality.py --quick --json                       # one cohort, 1/50 of the counts, time x5: < 1 minute
     python bench/quality.py --time-scale 4 --json                # the baseline, time stretched 4x (2 busy cores)
     python bench/quality.py --gpu --quick --json                 # the classes as HAMi vGPU requests
     python bench/quality.py --generator my/generator.yaml --worker-factors 1,0.5 --strategies scored,allAtOnce
@@ -756,9 +756,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--generator", default=str(DEFAULT_GENERATOR), help="a Kueue scheduler-perf generator file")
     parser.add_argument("--worker-factors", default="1,1,0.5,0.5", help="per worker quota factor (default %(default)s)")
-    parser.add_argument("--time-scale", type=float, default=1.0, help="multiplies intervals and run times")
-    parser.add_argument("--quick", action="store_true", help="one cohort, a tenth of the workloads")
-    parser.add_argument("--quick-counts", type=float, default=0.1, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--time-scale", type=float, help="multiplies intervals and run times (default 1; 5 with --quick)"
+    )
+    parser.add_argument("--quick", action="store_true", help="one cohort, 1/50 of the workloads, time x5")
+    parser.add_argument("--quick-counts", type=float, default=0.02, help=argparse.SUPPRESS)
     parser.add_argument("--counts", type=float, default=1.0, help="scale every workloads set's count")
     parser.add_argument("--gpu", action="store_true", help="the classes as HAMi vGPU requests on GPU workers")
     parser.add_argument("--strategies", default=",".join(STRATEGIES), help="default %(default)s")
@@ -770,6 +772,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--verbose", action="store_true", help="the dispatcher's log on stderr")
     args = parser.parse_args(argv)
+    if args.time_scale is None:
+        args.time_scale = 5.0 if args.quick else 1.0
+    if args.time_scale <= 0:
+        parser.error(f"--time-scale: expected a positive number, got {args.time_scale!r}")
     try:
         args.factors = [float(f) for f in args.worker_factors.split(",") if f.strip()]
     except ValueError:
