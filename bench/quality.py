@@ -167,7 +167,7 @@ class Generator:
     def scaled(self, cohorts: int | None, counts: float) -> Generator:
         """Fewer cohorts and/or fewer workloads per set (``--quick``)."""
         ccs = []
-        for cc in self.cohorts[: max(1, len(self.cohorts))]:
+        for cc in self.cohorts:
             qss = tuple(
                 dataclasses.replace(
                     qs,
@@ -729,8 +729,8 @@ async def run(args: argparse.Namespace) -> Obj:
     gen = read_generator(Path(args.generator))
     if args.quick:
         gen = gen.scaled(cohorts=1, counts=args.quick_counts)
-    elif args.counts != 1.0:
-        gen = gen.scaled(cohorts=None, counts=args.counts)
+    elif args.counts != 1.0 or args.cohorts:
+        gen = gen.scaled(cohorts=args.cohorts, counts=args.counts)
     out: Obj = {
         "generator": str(args.generator),
         "quick": args.quick,
@@ -762,6 +762,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="one cohort, 1/50 of the workloads, time x5")
     parser.add_argument("--quick-counts", type=float, default=0.02, help=argparse.SUPPRESS)
     parser.add_argument("--counts", type=float, default=1.0, help="scale every workloads set's count")
+    parser.add_argument("--cohorts", type=int, help="keep only this many cohorts of the first cohort class")
     parser.add_argument("--gpu", action="store_true", help="the classes as HAMi vGPU requests on GPU workers")
     parser.add_argument("--strategies", default=",".join(STRATEGIES), help="default %(default)s")
     parser.add_argument("--workers-per-round", type=int, default=3, help="incremental (default 3)")
