@@ -155,8 +155,15 @@ class Races:
         intent = RaceIntent(race.live.id, race.generation, race.strategy, clusters, race.decision)
         if not await self.svc.retry_sql("next incremental round", lambda: self.svc.repo.extend_race(intent)):
             return
-        if race.ended:
-            return  # settled meanwhile: the new intents are closed by the garbage collector's rules (no copy made)
+        if race.ended:  # settled while the round was recorded: these copies are never made
+            pids = list(intent.placement_ids.values())
+            await self.svc.retry_sql(
+                "close an unneeded round",
+                lambda: self.svc.repo.close_placements(
+                    pids, state=PlacementState.SUPERSEDED, outcome="the race was settled before this round"
+                ),
+            )
+            return
         for c in clusters:
             race.copies[c] = Copy(c, intent.placement_ids[c])
         race.decision = dict(race.decision, copies=list(race.copies), summary=race.summary)
