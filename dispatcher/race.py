@@ -501,6 +501,10 @@ class Races:
                 self.by_workload.pop(race.live.id, None)
                 self.svc.spawn(self._cancel(race), race.live)
                 continue
+            if not race.copies:  # every copy was closed (refused) and the move back to Pending was cut short
+                self.by_workload.pop(race.live.id, None)
+                self.svc.spawn(self._abandon(race, "every copy was refused (resumed after a restart)"), race.live)
+                continue
             for copy in race.copies.values():
                 if copy.state == "creating":
                     self.svc.spawn(self._create(race, copy), race.live)
