@@ -181,3 +181,29 @@ async def test_a_restart_mid_race_resumes_it(tmp_path: Path, db_url: str) -> Non
         await eventually(one_copy, timeout=15, what="worker-1's copy deleted after the restart")
     finally:
         await stop_rig(rig)
+
+
+async def test_deleting_the_manager_job_mid_race_deletes_every_copy(tmp_path: Path, db_url: str) -> None:
+    from rig import JOBS
+
+    rig = await start_rig(tmp_path, db_url, workers=2, gpu_workers=0, policy=_policy("allAtOnce"))
+    try:
+        await _hold(rig, "worker-1", True)
+        await _hold(rig, "worker-2", True)
+        await rig.submit(job("gone", seconds=1))
+
+        async def two_copies() -> bool:
+            return len(await rig.copies("team-a", "gone")) == 2
+
+        await eventually(two_copies, timeout=15, what="copies on both workers")
+        await rig.manager.delete(JOBS, "team-a", "gone")
+        row = await rig.wait_state("team-a", "gone", WorkloadState.CANCELLED, timeout=20)
+        assert {p.state for p in row.placements} == {PlacementState.CANCELLED}
+
+        async def no_copies() -> bool:
+            return not await rig.copies("team-a", "gone")
+
+        await eventually(no_copies, timeout=15, what="every copy deleted")
+        assert rig.dispatcher.races.by_workload == {}
+    finally:
+        await stop_rig(rig)
