@@ -84,6 +84,7 @@ class WorkerView:
         on_capacity: Callable[[str], None],
         on_remote_job: RemoteJobHandler,
         on_remote_workload: RemoteWorkloadHandler,
+        on_race_pod: RemoteJobHandler | None = None,
     ) -> None:
         self.capacity = capacity
         self.client = client
@@ -92,6 +93,9 @@ class WorkerView:
         self.on_capacity = on_capacity
         self.on_remote_job = on_remote_job
         self.on_remote_workload = on_remote_workload
+        #: allAtOnce / incremental: pods of race copies still behind the race gate, by uid.
+        self.on_race_pod = on_race_pod
+        self.gated_pods: dict[str, Obj] = {}
         self.kueue_version: str | None = None
         self.informers: dict[str, Informer] = {}
         #: Remote Workloads by the uid of their owner (the remote Job), for the status sync.
@@ -184,6 +188,17 @@ class WorkerView:
             "kueue-config",
             Informer(self.client, CONFIGMAPS, self._on_config, namespace=ns, field_selector=f"metadata.name={name}"),
         )
+        if self.on_race_pod is not None:
+            self._add(
+                "race-pods",
+                Informer(
+                    self.client,
+                    PODS,
+                    self._on_race_pod,
+                    label_selector=f"{L.RACE_GATE}={self.origin}",
+                    field_selector="status.phase!=Succeeded,status.phase!=Failed",
+                ),
+            )
         for res in self.job_resources:
             self._add(
                 f"remote-{res.plural}",
@@ -267,6 +282,16 @@ class WorkerView:
         if gpu is not None and gpu.pod_event(kind, obj):
             self.capacity.touch()
             self._changed()
+
+    def _on_race_pod(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        uid = str((obj.get("metadata") or {}).get("uid"))
+        gates = (obj.get("spec") or {}).get("schedulingGates") or []
+        if kind == "DELETED" or not any(g.get("name") == L.RACE_GATE for g in gates):
+            self.gated_pods.pop(uid, None)
+            return
+        self.gated_pods[uid] = obj
+        if self.on_race_pod is not None:
+            self.on_race_pod(self.name, kind, obj)
 
     def _on_config(self, kind: str, obj: Obj, _old: Obj | None) -> None:
         self._config_seen = True

@@ -61,6 +61,15 @@ def render_workload(wl: Workload) -> str:
             f"{decision.get('summary', '')}"
         )
         lines.extend(render_decision(decision))
+        copies = decision.get("copies")
+        if copies:  # allAtOnce / incremental (MultiKueue's strategies)
+            lines.append(f"Strategy {decision.get('strategy')}: copies on {', '.join(str(c) for c in copies)}")
+            winner = decision.get("winner")
+            lines.append(
+                f"Winner: {winner} (its Kueue admitted first; the other copies were deleted)"
+                if winner
+                else "Winner: none yet (the first worker whose Kueue admits its copy wins)"
+            )
     elif not wl.problem:
         lines.append("No decision yet (the placement loop has not reached it).")
     if wl.placements:

@@ -65,6 +65,8 @@ class GarbageCollector:
                     and labels.get(L.GENERATION) == str(live.generation)
                 ):
                     continue
+                if svc.races.owns(labels.get(L.WORKLOAD_UID, ""), worker):
+                    continue  # a copy of a race in progress (allAtOnce / incremental)
                 out.append((adapter, obj))
         return out
 

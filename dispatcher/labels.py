@@ -14,6 +14,10 @@ ORIGIN = f"{DOMAIN}/origin"
 WORKLOAD_UID = f"{DOMAIN}/workload-uid"
 GENERATION = f"{DOMAIN}/generation"
 PLACEMENT_ID = f"{DOMAIN}/placement-id"
+#: allAtOnce / incremental: the pod scheduling gate on every pod template of a race copy (a losing copy's pods
+#: never start, even when its worker's Kueue admitted it before the copy was deleted), and the pod label, valued
+#: with the origin, that selects such pods for the dispatcher to lift the gate on the winner's.
+RACE_GATE = f"{DOMAIN}/race"
 
 # On manager objects, written by the dispatcher.
 CLUSTER = f"{DOMAIN}/cluster"

@@ -22,7 +22,7 @@ from . import labels as L
 from .adapters.base import Adapter
 from .kube.client import ClusterClient, KubeError, Resource
 
-__all__ = ["MirrorResult", "copy_labels", "create_copy", "delete_copy", "is_our_copy"]
+__all__ = ["MirrorResult", "copy_labels", "create_copy", "delete_copy", "gate_pod_templates", "is_our_copy"]
 
 log = logging.getLogger("dispatcher.mirror")
 Obj = dict[str, Any]
@@ -41,6 +41,40 @@ class MirrorResult:
 
 def copy_labels(origin: str, workload_uid: str, generation: int) -> dict[str, str]:
     return {L.ORIGIN: origin, L.WORKLOAD_UID: workload_uid, L.GENERATION: str(generation)}
+
+
+def gate_pod_templates(body: Obj, origin: str, workload_uid: str, generation: int) -> int:
+    """Put :data:`~.labels.RACE_GATE` on every pod template in ``body`` (any kind: a template is a mapping whose
+    ``spec`` has ``containers``), with labels naming the workload and generation. Returns how many."""
+    found = 0
+
+    def walk(node: Any) -> None:
+        nonlocal found
+        if isinstance(node, list):
+            for item in node:
+                walk(item)
+            return
+        if not isinstance(node, dict):
+            return
+        spec = node.get("spec")
+        if "template" not in node and isinstance(spec, dict) and isinstance(spec.get("containers"), list):
+            meta = node.setdefault("metadata", {})
+            labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+            meta["labels"] = {
+                **labels,
+                L.RACE_GATE: origin,
+                L.WORKLOAD_UID: workload_uid,
+                L.GENERATION: str(generation),
+            }
+            gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != L.RACE_GATE]
+            spec["schedulingGates"] = [*gates, {"name": L.RACE_GATE}]
+            found += 1
+            return
+        for value in node.values():
+            walk(value)
+
+    walk(body.get("spec"))
+    return found
 
 
 def is_our_copy(obj: Obj, origin: str, workload_uid: str, generation: int | None = None) -> bool:
@@ -70,8 +104,10 @@ async def create_copy(
     generation: int,
     placement_id: int,
     create_namespace: bool,
+    gate: bool = False,
 ) -> MirrorResult:
-    """Create the copy (idempotent). Transient failures raise :class:`KubeError` for the caller to retry."""
+    """Create the copy (idempotent). Transient failures raise :class:`KubeError` for the caller to retry.
+    ``gate``: a race copy, whose pods wait behind :data:`~.labels.RACE_GATE` until it has won."""
     namespace = (manager_obj.get("metadata") or {}).get("namespace") or "default"
     name = (manager_obj.get("metadata") or {}).get("name") or ""
     body = adapter.remote_copy(
@@ -79,6 +115,8 @@ async def create_copy(
         copy_labels(origin, workload_uid, generation),
         {L.PLACEMENT_ID: str(placement_id)},
     )
+    if gate:
+        gate_pod_templates(body, origin, workload_uid, generation)
     res = adapter.resource
     try:
         created = await client.create(res, namespace, body)

@@ -55,8 +55,9 @@ from .placement.engine import Decision, PlacementEngine
 from .placement.gpu import HamiFitter
 from .placement.queue import PendingQueue
 from .placement.worker import WorkerCapacity
+from .race import Races
 from .store.models import PlacementState, Workload, WorkloadState, utcnow
-from .store.repo import PlacementIntent, Repo, Transition
+from .store.repo import PlacementIntent, RaceIntent, Repo, Transition
 from .sync import ORDER, PLACEMENT_STATE, RemoteSnapshot, observe, write_manager
 
 __all__ = ["Dispatcher"]
@@ -180,6 +181,11 @@ class Dispatcher:
         self.gc = GarbageCollector(self)
         self.failover = Failover(self)
         self.batcher = TransitionBatcher(repo, self._retry)
+        #: allAtOnce / incremental: races of several copies in progress.
+        self.races = Races(self)
+        #: Remote objects (copies) created and deleted by this process, every strategy (for benchmarks).
+        self.copies_created = 0
+        self.copies_deleted = 0
         self._stop_event = asyncio.Event()
         self._wake = asyncio.Event()
         self._unpark = False
@@ -222,6 +228,7 @@ class Dispatcher:
                 on_capacity=self._on_capacity,
                 on_remote_job=self._on_remote_job,
                 on_remote_workload=self._on_remote_workload,
+                on_race_pod=self._on_race_pod if self.races.active else None,
             )
             self.views[name] = view
             self.health.add(
@@ -368,6 +375,7 @@ class Dispatcher:
         self.timers = Timers()
         self.batcher = TransitionBatcher(self.repo, self._retry)
         self.gc = GarbageCollector(self)
+        self.races = Races(self)
         self._dirty = set()
         self._dirty_event = asyncio.Event()
         self._wake = asyncio.Event()
@@ -435,7 +443,14 @@ class Dispatcher:
                 if not live.cleaned:
                     self._schedule_retention(live, row)
                 continue
-            if live.deleted:
+            if (
+                live.state in (WorkloadState.PLACING, WorkloadState.PLACED)
+                and row.cluster is None
+                and row.placement_id is None
+            ):
+                # A race (allAtOnce / incremental) without a winner yet: rebuilt from its open placements.
+                self.races.recover(live, row, [p for p in placements.values() if p.workload_id == row.id])
+            elif live.deleted:
                 self._spawn(self._cancel(live), live)
             elif live.state == WorkloadState.PENDING:
                 if not live.problem:
@@ -463,6 +478,7 @@ class Dispatcher:
             live.busy = True
             self._spawn(self._mirror(live, None), live)
         self._resume_placing = []
+        self.races.resume()
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -692,6 +708,8 @@ class Dispatcher:
         if live is None or live.deleted:
             return
         live.deleted = True
+        if self.races.cancel(live):
+            return
         if live.busy:
             return  # the step in flight sees ``deleted`` when it ends
         self._spawn(self._cancel(live), live)
@@ -702,8 +720,14 @@ class Dispatcher:
         if live is not None and live.cluster == cluster:
             self._mark_dirty(live.id)
 
+    def _on_race_pod(self, cluster: str, kind: str, obj: Obj) -> None:
+        if self.leading:
+            self.races.on_race_pod(cluster, kind, obj)
+
     def _on_remote_workload(self, cluster: str, kind: str, obj: Obj) -> None:
         for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+            if self.races.by_remote and self.races.on_remote_workload(cluster, str(ref.get("uid"))):
+                continue
             live = self.live.by_remote.get((cluster, str(ref.get("uid"))))
             if live is not None:
                 self._mark_dirty(live.id)
@@ -728,6 +752,8 @@ class Dispatcher:
             self._spawn(self._move_elsewhere(live, reason, exclude=True, timed_out=True), live)
         elif kind == "resync":
             self._mark_dirty(live.id)
+        elif kind == "round":
+            self._spawn(self.races.next_round(live.id, generation), live)
         elif kind == "requeue" and live.state == WorkloadState.PENDING and not live.deleted:
             self.queue.push(live.pending())
             self._wake_placement()
@@ -771,8 +797,9 @@ class Dispatcher:
         workers = self.workers()
         by_name = {w.name: w for w in workers}
         chosen: list[tuple[Live, Decision]] = []
+        races: list[tuple[Live, RaceIntent]] = []
         waiting: list[tuple[int, int, dict[str, Any], str | None]] = []
-        while len(chosen) < limit:
+        while len(chosen) + len(races) < limit:
             wl = self.queue.next()
             if wl is None:
                 break
@@ -781,6 +808,14 @@ class Dispatcher:
                 self.queue.remove(wl.id)
                 continue
             decision = self.engine.decide(wl, workers)
+            if self.races.active:
+                # MultiKueue's strategies: copies on the nominated workers, no capacity reserved.
+                nominated = self.races.nominate(decision, workers)
+                if nominated:
+                    self.queue.remove(wl.id)
+                    races.append((live, self.races.intent(live, decision, nominated)))
+                    continue
+                decision.chosen = None
             if decision.chosen is None:
                 self.queue.park(wl)
                 if decision.summary != live.decision_summary:
@@ -796,8 +831,10 @@ class Dispatcher:
             chosen.append((live, decision))
         if waiting:
             await self._retry("record decisions", lambda: self.repo.set_decision(waiting))
+        if races:
+            await self._begin_races(races)
         if not chosen:
-            return False
+            return bool(races)
         intents = [
             PlacementIntent(
                 workload_id=live.id,
@@ -835,6 +872,24 @@ class Dispatcher:
             self.placements_made += 1
             self._spawn(self._mirror(live, d), live)
         return True
+
+    async def _begin_races(self, races: list[tuple[Live, RaceIntent]]) -> None:
+        """Record every copy of these races in SQL (one transaction), then create them."""
+        try:
+            accepted = await self.repo.begin_races([i for _, i in races])
+        except Exception as exc:
+            self.metrics.sql_error()
+            log.warning("recording %d race intents failed (%s); will retry", len(races), exc)
+            for live, _ in races:
+                self.queue.push(live.pending())
+            await asyncio.sleep(1.0)
+            self._wake_placement(unpark=False)
+            return
+        ok = {i.workload_id: i for i in accepted}
+        for live, _ in races:
+            intent = ok.get(live.id)
+            if intent is not None:
+                self.races.start(live, intent)
 
     # -- mirror ------------------------------------------------------------------------------------------
 
@@ -879,6 +934,7 @@ class Dispatcher:
                 delay = min(delay * 2, 15.0)
                 continue
             if result.ok:
+                self.copies_created += 1
                 await self._placed(live, result.remote_uid or "", decision)
             else:
                 self._emit(live, "Warning", "CopyRejected", result.error)
@@ -1008,6 +1064,7 @@ class Dispatcher:
                 raise asyncio.CancelledError  # never go on as if the copy were gone
             try:
                 await delete_copy(client, adapter.resource, live.namespace, live.name, uid)
+                self.copies_deleted += 1
                 return
             except KubeError as exc:
                 log.info("deleting the copy of %s on %s failed (%s); retrying", live.key, cluster, exc)

@@ -22,7 +22,7 @@ from sqlalchemy.sql.dml import Update
 from ..fencing import Deposed, Fence
 from .models import AuditEvent, Cluster, Leadership, Placement, PlacementState, Workload, WorkloadState, utcnow
 
-__all__ = ["NewWorkload", "PlacementIntent", "Repo", "Transition"]
+__all__ = ["NewWorkload", "PlacementIntent", "RaceIntent", "Repo", "Transition"]
 
 #: The one row of the ``leadership`` table.
 LEADERSHIP_ROW = 1
@@ -80,6 +80,19 @@ class PlacementIntent:
     decision: dict[str, Any]
     #: Set by :meth:`Repo.begin_placements` when the intent was recorded.
     placement_id: int | None = None
+
+
+@dataclass
+class RaceIntent:
+    """MultiKueue-style strategies: copies of one workload at one generation on several workers at once."""
+
+    workload_id: int
+    generation: int
+    strategy: str
+    clusters: list[str]
+    decision: dict[str, Any]
+    #: Set when recorded: placement id per cluster.
+    placement_ids: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -397,6 +410,161 @@ class Repo:
             )
         return accepted
 
+    async def begin_races(self, intents: Sequence[RaceIntent]) -> list[RaceIntent]:
+        """Record every copy of each race as a placement intent (one transaction), before any copy exists.
+        An intent is kept only if its workload is still Pending at that generation; the workload becomes
+        Placing with no cluster (the race has no winner yet)."""
+        if not intents:
+            return []
+        now = utcnow()
+        unique: dict[int, RaceIntent] = {}
+        for intent in intents:
+            unique.setdefault(intent.workload_id, intent)
+        todo = list(unique.values())
+        async with self.sessions.begin() as s:
+            claimed: set[int] = set()
+            for start in range(0, len(todo), 500):
+                chunk = todo[start : start + 500]
+                result = await s.execute(
+                    update(Workload)
+                    .where(
+                        tuple_(Workload.id, Workload.generation).in_([(i.workload_id, i.generation) for i in chunk]),
+                        Workload.state == WorkloadState.PENDING,
+                        Workload.deleted.is_(False),
+                    )
+                    .values(state=WorkloadState.PLACING, reason=None, cluster=None, placement_id=None, updated_at=now)
+                    .returning(Workload.id)
+                )
+                claimed.update(int(x) for x in result.scalars().all())
+            accepted = [i for i in todo if i.workload_id in claimed]
+            if not accepted:
+                return []
+            await self._insert_race_placements(s, accepted, now)
+            await s.execute(update(Workload), [{"id": i.workload_id, "last_decision": i.decision} for i in accepted])
+            s.add_all(
+                AuditEvent(
+                    at=now,
+                    workload_id=i.workload_id,
+                    type="Placing",
+                    message=str(i.decision.get("summary", "")),
+                    data={"strategy": i.strategy, "copies": list(i.clusters)},
+                )
+                for i in accepted
+            )
+        return accepted
+
+    async def _insert_race_placements(self, s: Any, intents: Sequence[RaceIntent], now: datetime) -> None:
+        items = [(i, c) for i in intents for c in i.clusters]
+        rows = (
+            await s.execute(
+                insert(Placement).returning(
+                    Placement.id, Placement.workload_id, Placement.cluster, sort_by_parameter_order=True
+                ),
+                [
+                    {
+                        "workload_id": i.workload_id,
+                        "generation": i.generation,
+                        "cluster": c,
+                        "strategy": i.strategy,
+                        "score": None,
+                        "decision": {"strategy": i.strategy, "copies": list(i.clusters)},
+                        "state": PlacementState.CREATING,
+                        "created_at": now,
+                    }
+                    for i, c in items
+                ],
+            )
+        ).all()
+        for (intent, cluster), (pid, wid, rc) in zip(items, rows, strict=True):
+            if int(wid) != intent.workload_id or rc != cluster:
+                raise RuntimeError("placement rows came back out of order")
+            intent.placement_ids[cluster] = int(pid)
+
+    async def extend_race(self, intent: RaceIntent) -> bool:
+        """A new incremental round: more copies of a race still without a winner (guarded by generation)."""
+        now = utcnow()
+        async with self.sessions.begin() as s:
+            res = await s.execute(
+                update(Workload)
+                .where(
+                    Workload.id == intent.workload_id,
+                    Workload.generation == intent.generation,
+                    Workload.state.in_([WorkloadState.PLACING, WorkloadState.PLACED]),
+                    Workload.cluster.is_(None),
+                    Workload.deleted.is_(False),
+                )
+                .values(updated_at=now)
+            )
+            if res.rowcount != 1:  # type: ignore[attr-defined]
+                return False
+            await self._insert_race_placements(s, [intent], now)
+            s.add(
+                AuditEvent(
+                    at=now,
+                    workload_id=intent.workload_id,
+                    type="Nominated",
+                    message=f"{intent.strategy}: next round, copies on {', '.join(intent.clusters)}",
+                    data={"strategy": intent.strategy, "copies": list(intent.clusters)},
+                )
+            )
+        return True
+
+    async def settle_race(
+        self,
+        workload_id: int,
+        generation: int,
+        *,
+        winner: str,
+        winner_placement: int,
+        winner_uid: str,
+        losers: Sequence[tuple[int, str | None]],
+        decision: dict[str, Any],
+        message: str,
+    ) -> bool:
+        """The first admission wins, in ONE transaction: the winner's placement becomes the workload's, every
+        other copy of the race is Superseded. False when the race was settled or abandoned already."""
+        now = utcnow()
+        async with self.sessions.begin() as s:
+            res = await s.execute(
+                update(Workload)
+                .where(
+                    Workload.id == workload_id,
+                    Workload.generation == generation,
+                    Workload.state.in_([WorkloadState.PLACING, WorkloadState.PLACED]),
+                    Workload.cluster.is_(None),
+                )
+                .values(
+                    state=WorkloadState.PLACED,
+                    cluster=winner,
+                    placement_id=winner_placement,
+                    placed_at=now,
+                    last_decision=decision,
+                    updated_at=now,
+                )
+            )
+            if res.rowcount != 1:  # type: ignore[attr-defined]
+                return False
+            await s.execute(
+                update(Placement)
+                .where(Placement.id == winner_placement)
+                .values(state=PlacementState.CREATED, remote_uid=winner_uid, mirrored_at=now)
+            )
+            for pid, uid in losers:
+                values: dict[str, Any] = {
+                    "state": PlacementState.SUPERSEDED,
+                    "outcome": f"the copy on {winner} was admitted first",
+                    "ended_at": now,
+                }
+                if uid:
+                    values["remote_uid"] = uid
+                await s.execute(
+                    update(Placement)
+                    .where(Placement.id == pid, Placement.state.in_(list(PlacementState.OPEN)))
+                    .values(**values)
+                )
+            s.add(AuditEvent(at=now, workload_id=workload_id, cluster=winner, type="Won", message=message))
+        return True
+
     async def apply(self, transitions: Sequence[Transition]) -> list[bool]:
         """Apply guarded transitions in one transaction; returns which ones took effect."""
         if not transitions:
@@ -486,6 +654,17 @@ class Repo:
                 for wid in sorted(done)
             )
         return moved, failed
+
+    async def close_placements(self, placement_ids: Sequence[int], *, state: str, outcome: str) -> None:
+        """Close the placements still open among these (the first close wins)."""
+        if not placement_ids:
+            return
+        async with self.sessions.begin() as s:
+            await s.execute(
+                update(Placement)
+                .where(Placement.id.in_(list(placement_ids)), Placement.state.in_(list(PlacementState.OPEN)))
+                .values(state=state, outcome=outcome[:2000], ended_at=utcnow())
+            )
 
     async def update_placement(self, placement_id: int, **values: Any) -> None:
         async with self.sessions.begin() as s:

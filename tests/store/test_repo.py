@@ -84,3 +84,53 @@ async def test_fail_over_moves_and_fails_in_bulk_guarded_by_generation(repo: Rep
     assert all(workloads[w].state == WorkloadState.FAILED and workloads[w].generation == 2 for w in failed)
     assert workloads[accepted[550].workload_id].state == WorkloadState.PLACING
     assert lost == len(moved) + len(failed)
+
+
+async def test_a_race_records_every_copy_first_and_settles_in_one_transaction(repo: Repo) -> None:
+    from dispatcher.store.repo import RaceIntent
+
+    a, b = await repo.add_workloads([_new(1), _new(2)])
+    intents = [
+        RaceIntent(a.id, 1, "allAtOnce", ["worker-1", "worker-2", "worker-3"], {"summary": "race a"}),
+        RaceIntent(b.id, 2, "allAtOnce", ["worker-1"], {"summary": "stale generation"}),
+    ]
+    (accepted,) = await repo.begin_races(intents)
+    assert accepted.workload_id == a.id and set(accepted.placement_ids) == {"worker-1", "worker-2", "worker-3"}
+    row = await repo.get_by_id(a.id)
+    assert row is not None and (row.state, row.cluster, row.placement_id) == (WorkloadState.PLACING, None, None)
+    assert {p.cluster: p.state for p in row.placements} == dict.fromkeys(
+        accepted.placement_ids, PlacementState.CREATING
+    )
+    assert {p.strategy for p in row.placements} == {"allAtOnce"}
+
+    more = RaceIntent(a.id, 1, "incremental", ["worker-4"], {})
+    assert await repo.extend_race(more) and set(more.placement_ids) == {"worker-4"}
+    assert not await repo.extend_race(RaceIntent(a.id, 7, "incremental", ["worker-5"], {})), "stale generation"
+
+    pids = {**accepted.placement_ids, **more.placement_ids}
+    await repo.close_placements([pids["worker-4"]], state=PlacementState.REJECTED, outcome="refused")
+    losers = [(pids[c], f"uid-{c}") for c in ("worker-1", "worker-3", "worker-4")]
+    settle = {
+        "winner": "worker-2",
+        "winner_placement": pids["worker-2"],
+        "winner_uid": "uid-worker-2",
+        "losers": losers,
+        "decision": {"winner": "worker-2"},
+        "message": "worker-2 won",
+    }
+    assert await repo.settle_race(a.id, 1, **settle)  # type: ignore[arg-type]
+    assert not await repo.settle_race(a.id, 1, **settle), "a race is settled once"  # type: ignore[arg-type]
+    row = await repo.get_by_id(a.id)
+    assert row is not None and (row.state, row.cluster, row.placement_id) == (
+        WorkloadState.PLACED, "worker-2", pids["worker-2"]
+    )  # fmt: skip
+    assert row.last_decision == {"winner": "worker-2"}
+    states = {p.cluster: (p.state, p.remote_uid) for p in row.placements}
+    assert states == {
+        "worker-1": (PlacementState.SUPERSEDED, "uid-worker-1"),
+        "worker-2": (PlacementState.CREATED, "uid-worker-2"),
+        "worker-3": (PlacementState.SUPERSEDED, "uid-worker-3"),
+        "worker-4": (PlacementState.REJECTED, None),  # closed first: the first close wins
+    }
+    opened = {p.id for p in await repo.open_placements()}
+    assert opened == {pids["worker-2"]}
