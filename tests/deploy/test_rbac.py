@@ -144,6 +144,9 @@ NEEDS: tuple[Need, ...] = (
     # Node sizes and HAMi's GPU registration; HAMi's allocations on pods (once a node shows HAMi).
     Need(WORKER, "", "nodes", ("list", "watch"), "dispatcher/capacity.py: Informer(self.client, NODES,"),
     Need(WORKER, "", "pods", ("list", "watch"), "dispatcher/capacity.py: PODS,"),
+    # strategy allAtOnce/incremental: the race's scheduling gate lifted from the winning copy's pods.
+    Need(WORKER, "", "pods", ("patch",), "dispatcher/race.py: await client.patch(",
+         audit="the run below uses the scored strategy (tests/service/test_strategies.py races copies)"),
     # Kueue's quota tree, queues, and the Workloads of our copies.
     *(
         Need(WORKER, K, plural, ("list", "watch"),
