@@ -476,10 +476,11 @@ class Races:
 
     # -- crash recovery --------------------------------------------------------------------------------------
 
-    def recover(self, live: Live, row: Workload, placements: list[Placement]) -> None:
-        """A workload Placing/Placed with no cluster and open placements: a race was in progress."""
+    def recover(self, live: Live, row: Workload, placements: list[Placement], decision: Obj) -> None:
+        """A workload Placing/Placed with no cluster and open placements: a race was in progress. ``decision``
+        is the workload's last decision (the recovered rows leave that large column unloaded)."""
         mine = sorted((p for p in placements if p.generation == row.generation), key=lambda p: p.id)
-        race = Race(live, row.generation, mine[0].strategy if mine else self.strategy, dict(row.last_decision or {}))
+        race = Race(live, row.generation, mine[0].strategy if mine else self.strategy, dict(decision))
         for p in mine:
             race.copies[p.cluster] = Copy(p.cluster, p.id, p.remote_uid, "created" if p.remote_uid else "creating")
             if p.remote_uid:

@@ -432,6 +432,13 @@ class Dispatcher:
     async def _recover_rows(self) -> None:
         rows = await self.repo.load_open()
         placements = {p.id: p for p in await self.repo.open_placements()}
+        # Races (allAtOnce / incremental) without a winner: their decision is reloaded (load_open leaves it out).
+        racing = [
+            r.id
+            for r in rows
+            if r.state in (WorkloadState.PLACING, WorkloadState.PLACED) and r.cluster is None and r.placement_id is None
+        ]
+        race_decisions = await self.repo.last_decisions(racing)
         mono, wall = time.monotonic(), time.time()
         for row in rows:
             live = Live.from_row(row, mono, wall)
@@ -449,7 +456,12 @@ class Dispatcher:
                 and row.placement_id is None
             ):
                 # A race (allAtOnce / incremental) without a winner yet: rebuilt from its open placements.
-                self.races.recover(live, row, [p for p in placements.values() if p.workload_id == row.id])
+                self.races.recover(
+                    live,
+                    row,
+                    [p for p in placements.values() if p.workload_id == row.id],
+                    race_decisions.get(row.id) or {},
+                )
             elif live.deleted:
                 self._spawn(self._cancel(live), live)
             elif live.state == WorkloadState.PENDING:

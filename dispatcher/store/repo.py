@@ -322,6 +322,16 @@ class Repo:
             )
             return list((await s.scalars(stmt)).all())
 
+    async def last_decisions(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """The last decision of each of these workloads (the column :meth:`load_open` leaves unloaded)."""
+        out: dict[int, dict[str, Any]] = {}
+        unique = sorted(set(ids))
+        async with self.sessions() as s:
+            for start in range(0, len(unique), 500):
+                stmt = select(Workload.id, Workload.last_decision).where(Workload.id.in_(unique[start : start + 500]))
+                out.update({int(i): dict(d or {}) for i, d in (await s.execute(stmt)).all()})
+        return out
+
     async def workload_names(self, ids: Sequence[int]) -> dict[int, str]:
         """``namespace/name`` of each of these workload ids that exists."""
         if not ids:
