@@ -1103,15 +1103,23 @@ class Dispatcher:
 
     async def _sync_batch(self, ids: set[int]) -> None:
         transitions: list[tuple[Live, Transition, str, str, Obj | None]] = []
+        finals: list[Awaitable[None]] = []
         for wid in ids:
             live = self.live.by_id.get(wid)
-            if live is None or live.busy or live.deleted or live.terminal or not live.cluster:
+            if live is None or live.busy or live.deleted or not live.cluster:
+                continue
+            if live.terminal:
+                final = None if live.cleaned else self._final_status(live)
+                if final is not None:
+                    finals.append(final)
                 continue
             if live.state not in ORDER:
                 continue
             item = self._observe(live)
             if item is not None:
                 transitions.append(item)
+        if finals:
+            await asyncio.gather(*finals)
         if not transitions:
             return
         results = await self._retry("status sync", lambda: self.repo.apply([t for _, t, _, _, _ in transitions]))
@@ -1123,6 +1131,21 @@ class Dispatcher:
             self._applied(live, state, message)
             writes.append(self._report(live, state, message, remote))
         await asyncio.gather(*writes)
+
+    def _final_status(self, live: Live) -> Awaitable[None] | None:
+        """A finished copy's status can still change (an operator counting its pods down after Succeeded): the
+        manager keeps following it until the copy is cleaned up. State and SQL stay as they are."""
+        view = self.views.get(live.cluster or "")
+        if view is None:
+            return None
+        remote = view.remote_jobs(self._adapter(live).resource.plural).get((live.namespace, live.name))
+        if remote is None or not is_our_copy(remote, self.config.origin, live.uid, live.generation):
+            return None
+        if live.reported.get("remote") == remote.get("status"):
+            return None
+        live.reported["remote"] = remote.get("status")
+        message = str((live.reported.get("annotations") or {}).get(L.MESSAGE, ""))
+        return self._report(live, live.state, message, remote)
 
     def _observe(self, live: Live) -> tuple[Live, Transition, str, str, Obj | None] | None:
         view = self.views[live.cluster or ""]

@@ -23,6 +23,10 @@ class StubRepo:
     async def open_placements(self) -> list[Placement]:
         return []
 
+    async def last_decisions(self, ids: list[int]) -> dict[int, dict[str, object]]:
+        assert not ids, "no race was in progress among these rows"
+        return {}
+
 
 def _row(i: int) -> Workload:
     return Workload(
