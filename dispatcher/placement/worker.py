@@ -95,6 +95,9 @@ class WorkerCapacity:
         self.excluded_prefixes: tuple[str, ...] = ()
         #: Remote Workload key (namespace/name) -> ClusterQueue, for admitted workloads (usage in the tree).
         self._admitted: dict[str, str] = {}
+        #: Admitted Workloads of a ClusterQueue not seen yet (the informers list independently): added to the
+        #: quota tree when their ClusterQueue arrives. ClusterQueue name -> Workload key -> the admission.
+        self._awaiting_cq: dict[str, dict[str, Any]] = {}
         #: Remote Workload key -> ClusterQueue for pending (not admitted, not finished) workloads.
         self._pending: dict[str, str] = {}
         self.pending_by_cq: Counter[str] = Counter()
@@ -125,6 +128,9 @@ class WorkerCapacity:
         spec = ClusterQueueSpec.from_object(obj)
         self.cluster_queues[spec.name] = spec
         self.tree.set_cluster_queue(spec)
+        for key, admitted in self._awaiting_cq.pop(spec.name, {}).items():
+            self._admitted[key] = admitted.cluster_queue
+            self.tree.add_workload(admitted)
         self.touch()
 
     def delete_cluster_queue(self, name: str) -> None:
@@ -200,8 +206,11 @@ class WorkerCapacity:
             except (ValueError, QuantityError):
                 admitted = None
             if admitted is not None:
-                self._admitted[key] = admitted.cluster_queue
-                self.tree.add_workload(admitted)
+                if admitted.cluster_queue in self.cluster_queues:
+                    self._admitted[key] = admitted.cluster_queue
+                    self.tree.add_workload(admitted)
+                else:
+                    self._awaiting_cq.setdefault(admitted.cluster_queue, {})[key] = admitted
         elif not finished:
             queue = str((obj.get("spec") or {}).get("queueName", ""))
             cq = self.local_queues.get((str(meta.get("namespace", "")), queue), "")
@@ -211,6 +220,8 @@ class WorkerCapacity:
         return owner
 
     def _forget(self, key: str) -> None:
+        for waiting in self._awaiting_cq.values():
+            waiting.pop(key, None)
         cq = self._admitted.pop(key, None)
         if cq is not None:
             self.tree.remove_workload(cq, key)
