@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PG_URL = os.environ.get("DISPATCHER_TEST_PG_URL")
+#: The PostgreSQL the SQL tests run on besides SQLite: the development machine's own server unless
+#: DISPATCHER_TEST_PG_URL names another. Never skipped: a PostgreSQL variant that cannot connect fails.
+DEFAULT_PG_URL = "postgresql+asyncpg://root@127.0.0.1:5432/test"
+PG_URL = os.environ.setdefault("DISPATCHER_TEST_PG_URL", DEFAULT_PG_URL)
 
 
 def shared_dir() -> Path | None:
@@ -29,15 +32,20 @@ def _backends() -> list[str]:
 @contextlib.asynccontextmanager
 async def _fresh_postgres() -> AsyncIterator[str]:
     """A PostgreSQL database of its own (full isolation, including the Alembic version table), dropped after."""
-    if not PG_URL:
-        pytest.skip("DISPATCHER_TEST_PG_URL is not set (CI sets it); PostgreSQL variant not run")
     import asyncpg
     from sqlalchemy.engine import make_url
 
     name = f"dispatcher_t_{uuid.uuid4().hex[:12]}"
     base = make_url(PG_URL)
     admin = base.set(drivername="postgresql").render_as_string(hide_password=False)
-    conn = await asyncpg.connect(admin)
+    try:
+        conn = await asyncpg.connect(admin)
+    except (OSError, asyncpg.PostgresError) as exc:
+        pytest.fail(
+            f"PostgreSQL at {base.render_as_string(hide_password=True)} does not answer ({exc}); start it or set "
+            "DISPATCHER_TEST_PG_URL=postgresql+asyncpg://USER@HOST:5432/DB",
+            pytrace=False,
+        )
     try:
         await conn.execute(f'CREATE DATABASE "{name}"')
     finally:
