@@ -29,6 +29,7 @@ import yaml
 from dispatcher import labels as L
 from dispatcher.adapters.job import JobAdapter
 from dispatcher.config import load_config
+from dispatcher.drill import drill_job
 from dispatcher.kube.client import ClusterClient, KubeError, connect
 from dispatcher.store.engine import make_engine
 from dispatcher.store.models import PlacementState, WorkloadState
@@ -39,24 +40,7 @@ Obj = dict[str, Any]
 
 
 def _job(i: int, seconds: float) -> Obj:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": f"crash-{i:04d}", "namespace": "team-a", "labels": {L.QUEUE_NAME: "user-queue"}},
-        "spec": {
-            "suspend": True,
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"annotations": {"sim.dispatcher.io/run-seconds": f"{seconds:g}"}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "main", "image": "busybox:1.36", "resources": {"requests": {"cpu": "250m"}}}
-                    ],
-                },
-            },
-        },
-    }
+    return drill_job(f"crash-{i:04d}", seconds=seconds, cpu="250m")
 
 
 async def _wait_file(path: Path, proc: asyncio.subprocess.Process, timeout: float) -> None:

@@ -27,7 +27,7 @@ import aiohttp
 
 from dispatcher.adapters.job import JobAdapter
 from dispatcher.config import Policy, load_config
-from dispatcher.drill import _job
+from dispatcher.drill import drill_job
 from dispatcher.kube.client import connect
 from dispatcher.service import Dispatcher
 from dispatcher.store.engine import make_engine
@@ -88,7 +88,7 @@ async def _measure(
 
     async def submit(i: int) -> None:
         async with sem:
-            await manager.create(JobAdapter.resource, "team-a", _job(f"drill-{i:05d}", "team-a", "user-queue"))
+            await manager.create(JobAdapter.resource, "team-a", drill_job(f"drill-{i:05d}"))
 
     await asyncio.gather(*(submit(i) for i in range(args.jobs)))
     await manager.close()

@@ -39,6 +39,7 @@ from sqlalchemy import delete, func, insert, select
 from dispatcher import labels as L
 from dispatcher.adapters.job import JobAdapter
 from dispatcher.config import load_config
+from dispatcher.drill import drill_job
 from dispatcher.kube.client import connect
 from dispatcher.sim.world import SimWorld, WorldOptions
 from dispatcher.store.engine import make_engine
@@ -52,24 +53,7 @@ COPIED = (WorkloadState.PLACED, WorkloadState.ADMITTED, WorkloadState.RUNNING, W
 
 
 def _job(i: int) -> Obj:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": f"restart-{i:06d}", "namespace": NAMESPACE, "labels": {L.QUEUE_NAME: "user-queue"}},
-        "spec": {
-            "suspend": True,
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"annotations": {"sim.dispatcher.io/run-seconds": "3600"}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "main", "image": "busybox:1.36", "resources": {"requests": {"cpu": "10m"}}}
-                    ],
-                },
-            },
-        },
-    }
+    return drill_job(f"restart-{i:06d}", namespace=NAMESPACE)
 
 
 def _rows(jobs: list[Obj]) -> list[dict[str, Any]]:

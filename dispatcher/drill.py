@@ -42,12 +42,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+import aiohttp
+
 from . import labels as L
 from .adapters.job import JobAdapter
 from .config import ConfigError, DispatcherConfig, Policy, load_config
 from .health import HealthState
 from .kube.client import ClusterClient, KubeError, connect
 from .kube.informer import Informer
+from .logs import redact_text
 from .remote import ApiError, call_api
 from .service import Dispatcher
 from .store.engine import make_engine
@@ -55,7 +58,7 @@ from .store.migrate import upgrade
 from .store.models import WorkloadState
 from .store.repo import Repo
 
-__all__ = ["DrillError", "DrillOptions", "run_drill", "run_remote_drill"]
+__all__ = ["DrillError", "DrillOptions", "drill_job", "run_drill", "run_remote_drill"]
 
 Obj = dict[str, Any]
 MODES = ("down", "partition", "flaky")
@@ -113,8 +116,16 @@ def _bar(done: int, total: int, label: str, out: TextIO) -> None:
     out.flush()
 
 
-def _job(name: str, namespace: str, queue: str) -> Obj:
-    """A long-running Job: an hour of ``sleep`` on a real cluster, an hour of simulated run time on the sim."""
+def drill_job(
+    name: str,
+    *,
+    seconds: float = 3600.0,
+    cpu: str = "10m",
+    namespace: str = "team-a",
+    queue: str = "user-queue",
+) -> Obj:
+    """A suspended Job of the drills and benchmarks: ``sleep`` for ``seconds`` on a real cluster, the same simulated
+    run time on the simulator."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -123,7 +134,7 @@ def _job(name: str, namespace: str, queue: str) -> Obj:
             "suspend": True,
             "backoffLimit": 0,
             "template": {
-                "metadata": {"annotations": {"sim.dispatcher.io/run-seconds": "3600"}},
+                "metadata": {"annotations": {"sim.dispatcher.io/run-seconds": f"{seconds:g}"}},
                 "spec": {
                     "restartPolicy": "Never",
                     "terminationGracePeriodSeconds": 1,
@@ -131,8 +142,8 @@ def _job(name: str, namespace: str, queue: str) -> Obj:
                         {
                             "name": "main",
                             "image": "busybox:1.36",
-                            "command": ["sleep", "3600"],
-                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                            "command": ["sleep", f"{seconds:g}"],
+                            "resources": {"requests": {"cpu": cpu, "memory": "16Mi"}},
                         }
                     ],
                 },
@@ -229,8 +240,6 @@ class ApiObserver:
     async def fenced(self) -> int | None:
         """The sum of ``kueue_dispatcher_fenced_copies_total`` over workers, from ``/metrics``."""
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        import aiohttp
-
         try:
             async with (
                 aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
@@ -399,8 +408,6 @@ class AdminFault:
         self.mode = mode
 
     async def _set(self, body: Obj) -> None:
-        import aiohttp
-
         url = f"{self.admin.rstrip('/')}/clusters/{self.cluster}/fault"
         try:
             async with (
@@ -427,7 +434,9 @@ async def _shell(command: str, what: str) -> None:
     )
     out, _ = await proc.communicate()
     if proc.returncode:
-        raise DrillError(f"{what} {command!r} exited with {proc.returncode}: {out.decode(errors='replace')[-500:]}")
+        # The command and its output are the operator's, and may quote a token: redacted like a log line.
+        said = out.decode(errors="replace")[-500:]
+        raise DrillError(redact_text(f"{what} {command!r} exited with {proc.returncode}: {said}"))
 
 
 class CommandFault:
@@ -617,7 +626,7 @@ async def _submit_to(manager: ClusterClient, namespace: str, queue: str, names: 
 
     async def one(name: str) -> None:
         async with sem:
-            await manager.create(JobAdapter.resource, namespace, _job(name, namespace, queue))
+            await manager.create(JobAdapter.resource, namespace, drill_job(name, namespace=namespace, queue=queue))
 
     await asyncio.gather(*(one(n) for n in names))
 

@@ -37,6 +37,7 @@ import yaml
 from . import labels as L
 from .adapters.job import JobAdapter
 from .config import load_config
+from .drill import drill_job as job_named
 from .kube.client import ClusterClient, KubeError, connect
 from .leader import DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, LEASES
 from .store.engine import make_engine
@@ -168,24 +169,7 @@ async def wait_for(probe: Any, what: str, timeout: float, interval: float = 0.05
 
 
 def drill_job(i: int, seconds: float, prefix: str = "ha") -> Obj:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": f"{prefix}-{i:05d}", "namespace": "team-a", "labels": {L.QUEUE_NAME: "user-queue"}},
-        "spec": {
-            "suspend": True,
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"annotations": {"sim.dispatcher.io/run-seconds": f"{seconds:g}"}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "main", "image": "busybox:1.36", "resources": {"requests": {"cpu": "100m"}}}
-                    ],
-                },
-            },
-        },
-    }
+    return job_named(f"{prefix}-{i:05d}", seconds=seconds, cpu="100m")
 
 
 class CopySampler:

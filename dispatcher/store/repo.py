@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import and_, event, func, insert, select, text, tuple_, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, defer, selectinload
 from sqlalchemy.sql.dml import Update
 
@@ -357,20 +357,7 @@ class Repo:
             unique.setdefault(intent.workload_id, intent)
         todo = list(unique.values())
         async with self.sessions.begin() as s:
-            claimed: set[int] = set()
-            for start in range(0, len(todo), 500):
-                chunk = todo[start : start + 500]
-                result = await s.execute(
-                    update(Workload)
-                    .where(
-                        tuple_(Workload.id, Workload.generation).in_([(i.workload_id, i.generation) for i in chunk]),
-                        Workload.state == WorkloadState.PENDING,
-                        Workload.deleted.is_(False),
-                    )
-                    .values(state=WorkloadState.PLACING, reason=None, updated_at=now)
-                    .returning(Workload.id)
-                )
-                claimed.update(int(x) for x in result.scalars().all())
+            claimed = await _claim_pending(s, [(i.workload_id, i.generation) for i in todo], now)
             accepted = [i for i in todo if i.workload_id in claimed]
             if not accepted:
                 return []
@@ -432,20 +419,9 @@ class Repo:
             unique.setdefault(intent.workload_id, intent)
         todo = list(unique.values())
         async with self.sessions.begin() as s:
-            claimed: set[int] = set()
-            for start in range(0, len(todo), 500):
-                chunk = todo[start : start + 500]
-                result = await s.execute(
-                    update(Workload)
-                    .where(
-                        tuple_(Workload.id, Workload.generation).in_([(i.workload_id, i.generation) for i in chunk]),
-                        Workload.state == WorkloadState.PENDING,
-                        Workload.deleted.is_(False),
-                    )
-                    .values(state=WorkloadState.PLACING, reason=None, cluster=None, placement_id=None, updated_at=now)
-                    .returning(Workload.id)
-                )
-                claimed.update(int(x) for x in result.scalars().all())
+            claimed = await _claim_pending(
+                s, [(i.workload_id, i.generation) for i in todo], now, cluster=None, placement_id=None
+            )
             accepted = [i for i in todo if i.workload_id in claimed]
             if not accepted:
                 return []
@@ -699,3 +675,22 @@ class Repo:
             return
         async with self.sessions.begin() as s:
             s.add_all(events)
+
+
+async def _claim_pending(s: AsyncSession, keys: Sequence[tuple[int, int]], now: datetime, **values: Any) -> set[int]:
+    """Pending → Placing for these (workload id, generation) pairs, guarded (still Pending at that generation,
+    not deleted), in chunks of 500 rows; the ids it took."""
+    claimed: set[int] = set()
+    for start in range(0, len(keys), 500):
+        result = await s.execute(
+            update(Workload)
+            .where(
+                tuple_(Workload.id, Workload.generation).in_(list(keys[start : start + 500])),
+                Workload.state == WorkloadState.PENDING,
+                Workload.deleted.is_(False),
+            )
+            .values(state=WorkloadState.PLACING, reason=None, updated_at=now, **values)
+            .returning(Workload.id)
+        )
+        claimed.update(int(x) for x in result.scalars().all())
+    return claimed

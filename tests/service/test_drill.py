@@ -12,7 +12,7 @@ from rig import JOBS, eventually, start_rig, stop_rig
 
 from dispatcher.api import bound_address, start_api
 from dispatcher.config import Policy
-from dispatcher.drill import DrillOptions, run_drill, run_remote_drill
+from dispatcher.drill import CommandFault, DrillError, DrillOptions, run_drill, run_remote_drill
 
 
 async def test_down_drill_fails_over_every_job_without_duplicates_or_losses() -> None:
@@ -99,3 +99,15 @@ async def test_remote_drill_names_what_is_wrong(tmp_path: Path) -> None:
     )  # fmt: skip
     _, cli_err = await proc.communicate()
     assert proc.returncode == 2 and "--cluster" in cli_err.decode()
+
+
+async def test_a_failing_fault_command_is_reported_with_its_tokens_redacted() -> None:
+    fault = CommandFault("echo 'token: s3cret-drill-token'; exit 3", None)
+    try:
+        await fault.inject()
+    except DrillError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("a fault command that exits 3 must fail the drill")
+    assert "exited with 3" in message and "--fault-command" in message
+    assert "s3cret-drill-token" not in message and "[redacted]" in message
