@@ -260,6 +260,7 @@ def run_decisions(
         "decisions_per_second": decisions / elapsed if elapsed else 0.0,
         "evaluations": engine.evaluations,
         "cache_hits": engine.cache_hits,
+        "revalidations": engine.revalidations,
     }
 
 

@@ -12,16 +12,18 @@ For each worker, in order, the first failing check gives the reason it cannot ta
 7. HAMi: no node whose GPUs can hold every pod's ``nvidia.com/gpu`` × ``gpumem`` / ``gpucores``.
 
 Feasible workers are scored (:mod:`.scoring`), the best wins, and its capacity is reserved until the
-worker's Kueue admits the copy. A verdict depends only on the workload's shape and the worker's
-state, so it is cached per (worker, shape) and reused until that worker changes
-(:attr:`WorkerCapacity.version`): a decision costs one evaluation per changed worker, not per worker.
+worker's Kueue admits the copy. Checks 4-7 depend only on the workload's shape and the worker's state, so
+their verdicts are kept per (shape, worker) with a ranking of the feasible ones, and a decision looks only at
+the workers that changed since the last decision of that shape (:class:`PlacementEngine`).
 """
 
 from __future__ import annotations
 
 import functools
+import heapq
+import itertools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Protocol
@@ -30,17 +32,20 @@ from ..config import Policy
 from ..quantity import format_kueue_value, kueue_value, parse_quantity
 from ..resources import transform
 from .quota import (
+    FitCheck,
     FlavorAssignmentMode,
     FlavorResource,
     NodeSelectorRequirement,
     PodSetRequest,
     Toleration,
     assign_flavors,
+    fit_checks,
+    fits_as_before,
     pod_constraints,
     preemption_targets,
 )
-from .scoring import score_verdicts
-from .worker import Reservation, WorkerCapacity
+from .scoring import best_two, score_verdict, summary
+from .worker import JOURNAL, Reservation, WorkerCapacity
 
 __all__ = ["Decision", "GpuFitter", "GpuVerdict", "PendingWorkload", "PlacementEngine", "PodSetSpec", "Verdict"]
 
@@ -102,9 +107,25 @@ def _quantity(value: str | int | float) -> Fraction:
 
 
 def _gpu_shape(template: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What of a template matters to HAMi beyond requests: its selection annotations."""
+    """What of a template matters to HAMi beyond the pod's summed requests: its selection annotations, and each
+    container's own resources and privilege (HAMi fits per container, and its webhook skips privileged ones:
+    two pods with the same sums can need different GPUs)."""
     annotations = (template.get("metadata") or {}).get("annotations") or {}
-    return tuple(sorted((k, v) for k, v in annotations.items() if k.startswith(("nvidia.com/", "hami.io/"))))
+    selected = tuple(sorted((k, v) for k, v in annotations.items() if k.startswith(("nvidia.com/", "hami.io/"))))
+    spec = template.get("spec") or {}
+    containers: list[tuple[Any, ...]] = []
+    for group in ("initContainers", "containers"):
+        for c in spec.get(group) or ():
+            if not isinstance(c, Mapping):
+                continue
+            resources = c.get("resources") or {}
+            limits = resources.get("limits") or {}
+            requests = resources.get("requests") or {}
+            privileged = bool((c.get("securityContext") or {}).get("privileged"))
+            containers.append(
+                (group, tuple(sorted(map(str, limits.items()))), tuple(sorted(map(str, requests.items()))), privileged)
+            )
+    return (selected, tuple(containers))
 
 
 @dataclass(slots=True)
@@ -157,7 +178,11 @@ class GpuFitter(Protocol):
 
     def wants(self, pod_sets: Sequence[PodSetSpec]) -> bool: ...
 
-    def fit(self, worker: WorkerCapacity, pod_sets: Sequence[PodSetSpec], mode: str) -> GpuVerdict: ...
+    def key(self, pod_sets: Sequence[PodSetSpec], mode: str) -> Hashable: ...
+
+    def fit(
+        self, worker: WorkerCapacity, pod_sets: Sequence[PodSetSpec], mode: str, key: Hashable | None = None
+    ) -> GpuVerdict: ...
 
 
 @dataclass(slots=True)
@@ -231,40 +256,120 @@ def _pod_set_requests(worker: WorkerCapacity, ps: PodSetSpec) -> dict[str, int]:
 
 
 @dataclass(slots=True)
-class _ShapeCache:
-    """What the engine keeps per workload shape."""
+class _Slot:
+    """One worker's verdict for one workload shape (the worker-side checks and the evaluation, scored)."""
 
-    #: worker name -> (worker version, verdict)
-    verdicts: dict[str, tuple[int, Verdict]] = field(default_factory=dict)
+    worker: WorkerCapacity
+    #: The worker's version the verdict is current at.
+    version: int
+    #: The worker's base version and GPU-view version when it was evaluated (see :meth:`PlacementEngine._refresh`).
+    base: int
+    gpu: int
+    verdict: Verdict
+    #: For a ``Fit`` verdict: the quota checks that re-validate it after added usage (``quota.fit_checks``).
+    checks: tuple[FitCheck, ...] | None
+    #: The root of the verdict's quota tree on the worker: reservations in other trees cannot change it.
+    root: str | None
+    #: Unique per verdict: a ranking entry with another stamp is stale.
+    stamp: int
+
+
+@dataclass(slots=True)
+class _ShapeCache:
+    """What the engine keeps per workload shape: every worker's verdict, current as of :attr:`seen`."""
+
+    #: worker name -> its slot, in the order of the fleet the verdicts were last brought up to date for
+    slots: dict[str, _Slot] = field(default_factory=dict)
+    #: the slots' verdicts in fleet order (copied into each decision)
+    listing: list[Verdict] = field(default_factory=list)
+    #: feasible verdicts, best first: (-score, worker name, stamp); entries whose stamp is not the slot's are stale
+    ranking: list[tuple[float, str, int]] = field(default_factory=list)
+    #: the fleet generation and journal sequence number the slots are current for
+    fleet: int = -1
+    seen: int = -1
     #: worker name -> (its transformations, its excluded prefixes, per-pod-set Kueue requests there)
     requests: dict[str, tuple[Any, Any, list[dict[str, int]]]] = field(default_factory=dict)
     #: whether the shape asks HAMi for vGPUs (None: not known yet)
     wants_gpu: bool | None = None
+    #: the GPU fitter's key for the shape's pod sets (None: not known yet)
+    gpu_key: Hashable | None = None
+
+
+@dataclass(slots=True)
+class _Fleet:
+    """The workers decisions are made over (the sequence last passed to :meth:`PlacementEngine.decide`)."""
+
+    generation: int
+    ids: tuple[int, ...]
+    workers: list[WorkerCapacity]
+    members: dict[str, WorkerCapacity]
+    index: dict[str, int]
+    top_weight: float
+
+
+def _gpu_version(w: WorkerCapacity) -> int:
+    gpus = w.gpu
+    return int(getattr(gpus, "version", -1)) if gpus is not None else -1
 
 
 class PlacementEngine:
-    """Verdicts, scores and decisions for pending workloads (no I/O)."""
+    """Verdicts, scores and decisions for pending workloads (no I/O).
+
+    A decision does not look at every worker. Per workload shape the engine keeps every worker's verdict, scored,
+    and a ranking of the feasible ones; :data:`~.worker.JOURNAL` says which workers changed since the shape was
+    last decided, and only those are looked at again:
+
+    * a change that only added one of our reservations in another quota tree (and took no GPUs, or the shape
+      wants none) leaves the verdict as it is;
+    * one in the same tree re-validates a ``Fit`` verdict cell by cell (``quota.fits_as_before``) and, when GPUs
+      changed, fits the GPUs again (cached per worker);
+    * anything else evaluates it again.
+
+    What depends on the workload rather than its shape (cluster selector, workers tried before, the kind being
+    served, the in-flight limit) is checked per decision: from the ranking's head for a plain workload, over
+    every worker for one with a selector or exclusions.
+    """
 
     def __init__(self, policy: Policy, gpu: GpuFitter | None = None) -> None:
         self.policy = policy
         self.gpu = gpu
-        #: shape -> what the engine keeps for it (verdicts per worker, Kueue requests per worker, vGPU or not), so
-        #: that a decision hashes the (large) shape once, not once per worker.
+        #: shape -> what the engine keeps for it, so that a decision hashes the (large) shape once.
         self._cache: dict[tuple[Any, ...], _ShapeCache] = {}
         self._cached = 0
+        self._fleet: _Fleet | None = None
+        self._stamps = itertools.count(1)
+        #: Workers at their in-flight limit, and workers that do not serve some kind (checked per decision).
+        self._full: set[str] = set()
+        self._unserving: set[str] = set()
+        self._dynamic_seen = -1
+        self._last_checks: tuple[FitCheck, ...] | None = None
+        #: Full evaluations, re-validations of a Fit verdict, and verdicts reused as they were.
         self.evaluations = 0
+        self.revalidations = 0
         self.cache_hits = 0
 
     # -- verdicts ------------------------------------------------------------------------------------
 
-    def _pre_check(self, wl: PendingWorkload, w: WorkerCapacity) -> Verdict | None:
-        """Checks that depend on the workload's identity, not its shape (never cached)."""
+    @staticmethod
+    def _worker_check(w: WorkerCapacity) -> Verdict | None:
+        """The checks that depend on the worker alone (cached with the shape's verdicts)."""
         if w.health != "Ready":
             return Verdict(w.name, False, f"cluster is {w.health}, not Ready")
         if w.cordoned:
             return Verdict(w.name, False, "cluster is cordoned (no new placements)")
         if not w.synced:
             return Verdict(w.name, False, "capacity view of the cluster has not synced yet")
+        return None
+
+    def _pre_check(self, wl: PendingWorkload, w: WorkerCapacity) -> Verdict | None:
+        """Checks that depend on the workload's identity, not its shape (never cached)."""
+        early = self._worker_check(w)
+        if early is not None:
+            return early
+        return self._workload_check(wl, w)
+
+    @staticmethod
+    def _workload_check(wl: PendingWorkload, w: WorkerCapacity) -> Verdict | None:
         if wl.kind and wl.kind in w.unserved_kinds:
             return Verdict(w.name, False, f"the cluster does not serve {wl.kind} (its CRD is not installed)")
         if wl.selector:
@@ -287,7 +392,8 @@ class PlacementEngine:
         return None
 
     def evaluate(self, wl: PendingWorkload, w: WorkerCapacity) -> Verdict:
-        return self._evaluate_cached(wl, w, self._shape_cache(wl))
+        """One worker's verdict for one workload, evaluated afresh (not scored)."""
+        return self._pre_check(wl, w) or self._evaluate(wl, w, self._shape_cache(wl))[0]
 
     def _shape_cache(self, wl: PendingWorkload) -> _ShapeCache:
         entry = self._cache.get(wl.shape)
@@ -298,20 +404,47 @@ class PlacementEngine:
             entry = self._cache[wl.shape] = _ShapeCache()
         return entry
 
-    def _evaluate_cached(self, wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache) -> Verdict:
-        early = self._pre_check(wl, w)
-        if early is not None:
-            return early
-        cached = entry.verdicts.get(w.name)
-        if cached is not None and cached[0] == w.version:
-            self.cache_hits += 1
-            return cached[1]
-        verdict = self._evaluate(wl, w, entry)
-        self.evaluations += 1
-        if cached is None:
-            self._cached += 1
-        entry.verdicts[w.name] = (w.version, verdict)
-        return verdict
+    def _refresh(self, wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache, old: _Slot | None) -> _Slot:
+        """A current slot for ``w``: the worker checks, then a re-validation of the old Fit verdict when only our
+        reservations were added since (same base version), else a full evaluation; scored when feasible."""
+        verdict = self._worker_check(w)
+        checks: tuple[FitCheck, ...] | None = None
+        gpu = _gpu_version(w)
+        if verdict is None:
+            again = None
+            if old is not None and old.checks is not None and old.base == w.base_version and old.worker is w:
+                again = self._revalidate(wl, w, entry, old, gpu)
+            if again is not None:
+                verdict, checks = again
+                self.revalidations += 1
+            else:
+                verdict, checks = self._evaluate(wl, w, entry)
+                self.evaluations += 1
+        root = w.quota_root(verdict.cluster_queue) if verdict.cluster_queue else None
+        fleet = self._fleet
+        if verdict.feasible:
+            score_verdict(verdict, w.weight, fleet.top_weight if fleet is not None else 1.0, self.policy)
+        return _Slot(w, w.version, w.base_version, gpu, verdict, checks, root, next(self._stamps))
+
+    def _revalidate(
+        self, wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache, old: _Slot, gpu: int
+    ) -> tuple[Verdict, tuple[FitCheck, ...] | None] | None:
+        """The old Fit verdict again if its quota checks still pass (same flavors, same borrowing); the GPUs are
+        fitted again only if the GPU view changed. ``None``: evaluate in full."""
+        v = old.verdict
+        cq = v.cluster_queue
+        if cq is None or old.checks is None or not fits_as_before(w.tree, cq, old.checks):
+            return None
+        gpu_verdict = v.gpu
+        if gpu_verdict is not None and gpu != old.gpu:
+            if self.gpu is None:
+                return None
+            gpu_verdict = self._fit_gpus(wl, w, entry, self.gpu)
+            if not gpu_verdict.ok:
+                return Verdict(w.name, False, gpu_verdict.reason, cluster_queue=cq), None
+        verdict = Verdict(w.name, True, cluster_queue=cq, usage=v.usage, flavors=v.flavors, gpu=gpu_verdict)
+        verdict.terms = self._terms(w, cq, verdict)
+        return verdict, old.checks
 
     @staticmethod
     def _kueue_requests(wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache) -> list[dict[str, int]]:
@@ -323,7 +456,17 @@ class PlacementEngine:
         entry.requests[w.name] = (w.transformations, w.excluded_prefixes, requests)
         return requests
 
-    def _evaluate(self, wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache) -> Verdict:
+    def _evaluate(
+        self, wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache
+    ) -> tuple[Verdict, tuple[FitCheck, ...] | None]:
+        """The verdict in full (Kueue's flavor assignment, then HAMi), and for a Fit the checks that can
+        re-validate it."""
+        verdict = self._evaluate_verdict(wl, w, entry)
+        checks = self._last_checks
+        self._last_checks = None
+        return verdict, checks if verdict.feasible else None
+
+    def _evaluate_verdict(self, wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache) -> Verdict:
         cq_name = w.local_queues.get((wl.namespace, wl.queue))
         if cq_name is None:
             return Verdict(w.name, False, f"no LocalQueue {wl.queue} in namespace {wl.namespace}", transient=False)
@@ -391,7 +534,7 @@ class PlacementEngine:
                     "the workload asks for HAMi vGPUs and the cluster has no HAMi GPU nodes",
                     transient=False,
                 )
-            gpu_verdict = self.gpu.fit(w, wl.pod_sets, self.policy.mode)
+            gpu_verdict = self._fit_gpus(wl, w, entry, self.gpu)
             if not gpu_verdict.ok:
                 return Verdict(w.name, False, gpu_verdict.reason, cluster_queue=cq_name)
         flavors = {ps.name: {res: a.flavor for res, a in ps.flavors.items()} for ps in assignment.pod_sets}
@@ -404,8 +547,15 @@ class PlacementEngine:
             preempts=preempts,
             gpu=gpu_verdict,
         )
-        verdict.terms = self._terms(w, cq_name, verdict, borrowing=assignment.borrows)
+        verdict.terms = self._terms(w, cq_name, verdict)
+        if preempts == 0:
+            self._last_checks = fit_checks(assignment)
         return verdict
+
+    def _fit_gpus(self, wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache, gpu: GpuFitter) -> GpuVerdict:
+        if entry.gpu_key is None:
+            entry.gpu_key = gpu.key(wl.pod_sets, self.policy.mode)
+        return gpu.fit(w, wl.pod_sets, self.policy.mode, entry.gpu_key)
 
     def _shortfall(self, w: WorkerCapacity, cq: str, assignment: Any, pod_sets: Sequence[PodSetRequest]) -> str:
         """Kueue's reason, plus the resource whose request exceeds what any flavor has free, with both numbers."""
@@ -447,20 +597,10 @@ class PlacementEngine:
         message = assignment.message() if hasattr(assignment, "message") else ""
         return f"ClusterQueue {cq}: {message}" if message else f"ClusterQueue {cq} cannot admit it"
 
-    def _terms(self, w: WorkerCapacity, cq: str, v: Verdict, *, borrowing: bool) -> dict[str, float]:
-        headroom = 1.0
-        for (flavor, res), amount in v.usage.items():
-            if amount <= 0:
-                continue
-            nominal = w.tree.nominal(cq, flavor, res)
-            if nominal <= 0:
-                share = -1.0
-            else:
-                used = w.tree.usage(cq, flavor, res)
-                share = max(-1.0, min(1.0, (nominal - used - amount) / nominal))
-            headroom = min(headroom, (share + 1.0) / 2.0)
+    def _terms(self, w: WorkerCapacity, cq: str, v: Verdict) -> dict[str, float]:
+        share = w.tree.headroom(cq, v.usage)
         terms = {
-            "quotaHeadroom": headroom,
+            "quotaHeadroom": (share + 1.0) / 2.0,
             "backlog": 1.0 / (1.0 + w.pending_by_cq.get(cq, 0) / 10.0),
             "latency": 1.0 / (1.0 + w.latency / 0.1),
         }
@@ -470,35 +610,151 @@ class PlacementEngine:
             terms["preemption"] = 0.0
         return terms
 
-    # -- decisions -----------------------------------------------------------------------------------
+    def _fleet_of(self, workers: Sequence[WorkerCapacity]) -> _Fleet:
+        ids = tuple(map(id, workers))
+        fleet = self._fleet
+        if fleet is not None and fleet.ids == ids:
+            return fleet
+        listed = list(workers)
+        top = max((w.weight for w in listed), default=1.0) or 1.0
+        fleet = self._fleet = _Fleet(
+            generation=fleet.generation + 1 if fleet is not None else 0,
+            ids=ids,
+            workers=listed,
+            members={w.name: w for w in listed},
+            index={w.name: i for i, w in enumerate(listed)},
+            top_weight=top,
+        )
+        self._dynamic_seen = -1
+        return fleet
+
+    def _sync_dynamic(self, fleet: _Fleet) -> None:
+        """Which workers are at their in-flight limit or do not serve some kind, from the changes since last time."""
+        changes = JOURNAL.since(self._dynamic_seen) if self._dynamic_seen >= 0 else None
+        workers: Iterable[WorkerCapacity]
+        if changes is None:
+            self._full.clear()
+            self._unserving.clear()
+            workers = fleet.workers
+        else:
+            workers = changes[0]
+        members = fleet.members
+        full, unserving = self._full, self._unserving
+        for w in workers:
+            name = w.name
+            if members.get(name) is not w:
+                continue
+            if w.in_flight >= w.max_in_flight:
+                full.add(name)
+            else:
+                full.discard(name)
+            if w.unserved_kinds:
+                unserving.add(name)
+            else:
+                unserving.discard(name)
+        self._dynamic_seen = JOURNAL.seq
+
+    def _sync(self, wl: PendingWorkload, entry: _ShapeCache, fleet: _Fleet) -> None:
+        """Bring the shape's verdicts up to date: every worker when the fleet changed, else the changed ones."""
+        changes = JOURNAL.since(entry.seen) if entry.fleet == fleet.generation else None
+        if changes is None:
+            slots: dict[str, _Slot] = {}
+            old_slots = entry.slots
+            for w in fleet.workers:
+                slot = old_slots.get(w.name)
+                if slot is None or slot.worker is not w or slot.version != w.version:
+                    slot = self._refresh(wl, w, entry, slot)
+                else:
+                    self.cache_hits += 1
+                    if slot.verdict.feasible:  # the fleet's top weight may differ
+                        score_verdict(slot.verdict, w.weight, fleet.top_weight, self.policy)
+                slots[w.name] = slot
+            entry.slots = slots
+            entry.listing = [slot.verdict for slot in slots.values()]
+            entry.ranking = [(-s.verdict.score, name, s.stamp) for name, s in slots.items() if s.verdict.feasible]
+            heapq.heapify(entry.ranking)
+            entry.fleet = fleet.generation
+            entry.seen = JOURNAL.seq
+            return
+        changed, scopes = changes
+        entry.seen = JOURNAL.seq
+        if not changed:
+            return
+        members = fleet.members
+        slots = entry.slots
+        wants_gpu = entry.wants_gpu is not False
+        touched: dict[str, bool] = {}
+        for w, scope in zip(changed, scopes, strict=True):
+            name = w.name
+            if touched.get(name) or members.get(name) is not w:
+                continue
+            slot = slots[name]
+            root = slot.root
+            touched[name] = scope is None or (root is not None and (scope[0] == root or (scope[1] and wants_gpu)))
+        ranking = entry.ranking
+        listing = entry.listing
+        index = fleet.index
+        for name, relevant in touched.items():
+            slot = slots[name]
+            w = slot.worker
+            if not relevant:
+                slot.version = w.version
+                self.cache_hits += 1
+                continue
+            slot = slots[name] = self._refresh(wl, w, entry, slot)
+            listing[index[name]] = slot.verdict
+            if slot.verdict.feasible:
+                heapq.heappush(ranking, (-slot.verdict.score, name, slot.stamp))
+        if len(ranking) > 2 * len(slots) + 64:
+            entry.ranking = [(-s.verdict.score, n, s.stamp) for n, s in slots.items() if s.verdict.feasible]
+            heapq.heapify(entry.ranking)
+
+    def _best_two(self, entry: _ShapeCache, kind: str) -> tuple[Verdict | None, Verdict | None]:
+        """The two best feasible verdicts from the ranking, skipping workers blocked for this decision."""
+        ranking = entry.ranking
+        slots = entry.slots
+        full, unserving = self._full, self._unserving
+        found: list[Verdict] = []
+        aside: list[tuple[float, str, int]] = []
+        while ranking and len(found) < 2:
+            item = heapq.heappop(ranking)
+            slot = slots.get(item[1])
+            if slot is None or slot.stamp != item[2]:
+                continue  # stale: the worker has a newer verdict
+            aside.append(item)
+            name = item[1]
+            if name in full or (kind and name in unserving and kind in slot.worker.unserved_kinds):
+                continue
+            found.append(slot.verdict)
+        for item in aside:
+            heapq.heappush(ranking, item)
+        return (found[0] if found else None), (found[1] if len(found) > 1 else None)
 
     def decide(self, wl: PendingWorkload, workers: Sequence[WorkerCapacity]) -> Decision:
+        fleet = self._fleet_of(workers)
+        self._sync_dynamic(fleet)
         entry = self._shape_cache(wl)
-        cached = entry.verdicts
-        plain = not wl.selector and not wl.excluded
-        kind = wl.kind
-        verdicts = []
-        hits = 0
-        for w in workers:
-            # The common case inline (a Ready worker with room, a verdict cached at its version): what
-            # ``_evaluate_cached`` would do, without a call per worker. Anything else takes the full path.
-            hit = cached.get(w.name) if plain else None
-            if (
-                hit is not None
-                and hit[0] == w.version
-                and w.health == "Ready"
-                and not w.cordoned
-                and w.synced
-                and not (kind and kind in w.unserved_kinds)
-                and w.in_flight < w.max_in_flight
-            ):
-                hits += 1
-                verdicts.append(hit[1])
-            else:
-                verdicts.append(self._evaluate_cached(wl, w, entry))
-        self.cache_hits += hits
-        chosen, summary = score_verdicts(verdicts, workers, self.policy)
-        return Decision(wl, verdicts, chosen, summary, strategy="scored", mode=self.policy.mode)
+        self._sync(wl, entry, fleet)
+        verdicts = list(entry.listing)
+        if not wl.selector and not wl.excluded:
+            best, runner = self._best_two(entry, wl.kind)
+            # Workers blocked for this decision show why (their cached verdict is kept for the next one).
+            for name in self._full | self._unserving if (self._full or self._unserving) else ():
+                i = fleet.index[name]
+                w = fleet.workers[i]
+                if self._worker_check(w) is None:
+                    blocked = self._workload_check(wl, w)
+                    if blocked is not None:
+                        verdicts[i] = blocked
+        else:
+            for i, w in enumerate(fleet.workers):
+                if self._worker_check(w) is None:
+                    blocked = self._workload_check(wl, w)
+                    if blocked is not None:
+                        verdicts[i] = blocked
+            best, runner = best_two(verdicts)
+        text = summary(best, runner, verdicts, self.policy)
+        return Decision(wl, verdicts, best, text, strategy="scored", mode=self.policy.mode)
 
     def reserve(self, decision: Decision, workers: Mapping[str, WorkerCapacity]) -> Reservation | None:
         """Hold the chosen worker's capacity for this workload until its Kueue admits the copy."""

@@ -388,6 +388,12 @@ def _format_quantity(value: Fraction) -> str | None:
     return str(value.numerator) if value.denominator == 1 and value >= 0 else None
 
 
+class _FitKey:
+    """See :meth:`HamiFitter.key`."""
+
+    __slots__ = ()
+
+
 class HamiFitter:
     """The placement engine's HAMi fit (``GpuFitter``) with one HAMi configuration for every worker."""
 
@@ -398,6 +404,8 @@ class HamiFitter:
         )
         #: id(template) -> (template, prepared pod); the template is held so its id stays unique.
         self._prepared: dict[int, tuple[Mapping[str, Any], PreparedPod]] = {}
+        #: What a fit depends on -> its number (see :meth:`key`).
+        self._keys: dict[Hashable, _FitKey] = {}
 
     def prepare(self, ps: PodSetSpec) -> PreparedPod:
         """The pod set's pod as HAMi sees it (webhook defaults applied), cached per template object."""
@@ -436,8 +444,27 @@ class HamiFitter:
                 return True
         return False
 
-    def fit(self, worker: WorkerCapacity, pod_sets: Sequence[PodSetSpec], mode: str) -> GpuVerdict:
-        """Place every pod of every pod set on the worker's GPUs as its HAMi would; score by ``mode``."""
+    def key(self, pod_sets: Sequence[PodSetSpec], mode: str) -> Hashable:
+        """A token standing for what the fit depends on besides the worker (the pods as HAMi sees them, their node
+        selectors, the mode): fits are cached per worker under it, and computing it once per workload shape saves
+        preparing and hashing the pods on every fit. Tokens hash by identity, so no two fitters' tokens collide
+        in a worker's cache."""
+        prepared = tuple(
+            (ps.name, ps.count, self.prepare(ps), tuple(sorted(ps.node_selector.items()))) for ps in pod_sets
+        )
+        full = (self.cfg, mode, prepared)
+        key = self._keys.get(full)
+        if key is None:
+            if len(self._keys) >= _PREPARED_CACHE_LIMIT:
+                self._keys.clear()
+            key = self._keys[full] = _FitKey()
+        return key
+
+    def fit(
+        self, worker: WorkerCapacity, pod_sets: Sequence[PodSetSpec], mode: str, key: Hashable | None = None
+    ) -> GpuVerdict:
+        """Place every pod of every pod set on the worker's GPUs as its HAMi would; score by ``mode``. ``key``:
+        :meth:`key` of these pod sets and mode, when the caller kept it."""
         gpus = worker.gpu
         if not isinstance(gpus, WorkerGpus):
             return GpuVerdict(False, "the cluster has no HAMi GPU nodes")
@@ -447,15 +474,12 @@ class HamiFitter:
             return GpuVerdict(
                 False, "the cluster has no usable HAMi GPU nodes" + (f" ({detail})" if detail else ""), score=0.0
             )
-        prepared = [(ps, self.prepare(ps)) for ps in pod_sets]
-        key = (
-            self.cfg,
-            mode,
-            tuple((ps.name, ps.count, p, tuple(sorted(ps.node_selector.items()))) for ps, p in prepared),
-        )
+        if key is None:
+            key = self.key(pod_sets, mode)
         cached = gpus.cached_fit(key)
         if cached is not None:
             return cached
+        prepared = [(ps, self.prepare(ps)) for ps in pod_sets]
         verdict = self._fit(gpus, prepared, mode)
         gpus.store_fit(key, verdict)
         return verdict

@@ -87,6 +87,8 @@ __all__ = [
     "candidates_order_key",
     "find_preemption_targets",
     "find_untolerated_taint",
+    "fit_checks",
+    "fits_as_before",
     "flavor_matches_pod_set",
     "format_amount",
     "pending_order_key",
@@ -1321,6 +1323,22 @@ class QuotaTree:
         c = self._cq(cluster_queue).cells.get((flavor, resource))
         return 0 if c is None else c.nominal
 
+    def headroom(self, cluster_queue: str, usage: Mapping[FlavorResource, int]) -> float:
+        """The ClusterQueue's nominal quota left once ``usage`` is added, as a fraction of it: the tightest
+        flavor-resource of ``usage`` decides, clamped to [-1, 1] (-1 where there is no nominal quota)."""
+        cells = self._cq(cluster_queue).cells
+        tightest = 1.0
+        for fr, amount in usage.items():
+            if amount <= 0:
+                continue
+            c = cells.get(fr)
+            nominal = c.nominal if c is not None else 0
+            if nominal <= 0:
+                return -1.0
+            share = (nominal - c.usage - amount) / nominal  # type: ignore[union-attr]
+            tightest = min(tightest, share)
+        return tightest if tightest > -1.0 else -1.0
+
     def borrowing(self, cluster_queue: str, flavor: str, resource: str) -> int:
         """How much the ClusterQueue uses beyond its nominal quota (0 outside a cohort, as Kueue reports it)."""
         node = self._cq(cluster_queue)
@@ -2248,6 +2266,71 @@ def assign_flavors(
         tree, cluster_queue, resource_flavors, oracle, last_tried_flavor_idx, ignore_undeclared_resources
     )
     return assigner.assign(pod_sets, counts)
+
+
+FitCheck = tuple[FlavorResource, int, int]
+"""One ``fitsResourceQuota`` call of a ``Fit`` assignment: (flavor-resource, value checked, borrowing height)."""
+
+
+def fit_checks(assignment: Assignment) -> tuple[FitCheck, ...] | None:
+    """The quota checks that decided a ``Fit`` assignment, for :func:`fits_as_before`; ``None`` when the assignment
+    cannot be re-validated that way.
+
+    Re-validation is exact when the only change since is added usage and every flavor tried before (or after) a
+    chosen one was rejected for a reason usage cannot change (taints, node labels, a flavor not providing the
+    resource: ``NoMatchingFlavor``). Then the flavor loop reaches the same chosen flavors again, and those give the
+    same result if each of their ``fitsResourceQuota`` calls still fits at the same borrowing height. The value
+    checked for a pod set is its request plus what the pod sets before it were assigned of that flavor-resource,
+    as :meth:`_Assigner.assign` passes it.
+    """
+    if assignment.mode is not FlavorAssignmentMode.FIT:
+        return None
+    checks: list[FitCheck] = []
+    assumed: dict[FlavorResource, int] = {}
+    for psa in assignment.pod_sets:
+        chosen = {a.flavor for a in psa.flavors.values()}
+        for attempt in psa.attempts:
+            if attempt.flavor not in chosen and attempt.no_fit_reason != NO_MATCHING_FLAVOR:
+                return None
+        for res, a in psa.flavors.items():
+            fr = (a.flavor, res)
+            value = _add(assumed.get(fr, 0), psa.requests.get(res, 0))
+            checks.append((fr, value, a.borrow))
+        for res, a in psa.flavors.items():
+            fr = (a.flavor, res)
+            assumed[fr] = _add(assumed.get(fr, 0), psa.requests.get(res, 0))
+    return tuple(checks)
+
+
+def fits_as_before(tree: QuotaTree, cluster_queue: str, checks: Sequence[FitCheck]) -> bool:
+    """Whether every check of :func:`fit_checks` still fits, at the same borrowing height (the ``Fit`` branch of
+    ``_Assigner._fits_quota``, which this must follow)."""
+    node = tree._cqs.get(cluster_queue)
+    if node is None:
+        return False
+    exact = tree._exact
+    if node.parent is None and not exact:
+        # A ClusterQueue without a cohort: available is its quota minus usage, and it never borrows.
+        cells = node.cells
+        for fr, value, borrow in checks:
+            c = cells.get(fr)
+            if c is None:
+                return False
+            free = c.subtree - c.usage
+            if value > c.subtree or value > (free if free > 0 else 0) or borrow != 0:
+                return False
+        return True
+    for fr, value, borrow in checks:
+        cell = node.cell(fr)
+        if exact:
+            available, max_capacity = _available_exact(cell), _potential_exact(cell)
+        else:
+            available, max_capacity = _available_fast(cell), _potential_fast(cell)
+        if value > max_capacity or value > max(available, 0):
+            return False
+        if tree._height_of_lowest_subtree_that_fits(node, fr, value)[0] != borrow:
+            return False
+    return True
 
 
 def preemption_targets(

@@ -9,7 +9,8 @@ term left out when it does not apply:
 - ``vgpuFit``: HAMi packing of the GPUs the pods would get (``binpack``: fuller GPUs score higher, to
   keep whole GPUs free; ``spread``: emptier GPUs score higher). Only for workloads asking for vGPUs.
 - ``backlog``: ``1 / (1 + pending / 10)`` over the workloads already waiting in that ClusterQueue.
-- ``clusterWeight``: the worker's configured weight over the largest weight among feasible workers.
+- ``clusterWeight``: the worker's configured weight over the largest weight among the workers (all of them, so
+  that a worker's score does not depend on which others can take the workload).
 - ``latency``: ``1 / (1 + seconds / 0.1)`` of the worker's recent API latency.
 
 A worker whose Kueue would have to preempt lower-priority workloads to admit is feasible but its
@@ -27,9 +28,8 @@ from ..config import Policy
 
 if TYPE_CHECKING:
     from .engine import Verdict
-    from .worker import WorkerCapacity
 
-__all__ = ["TERM_WEIGHT", "score_verdicts"]
+__all__ = ["TERM_WEIGHT", "best_two", "rank_key", "score_verdict", "summary"]
 
 #: Term name -> attribute of ScoringWeights.
 TERM_WEIGHT = {
@@ -52,48 +52,48 @@ def _vgpu_phrase(mode: str) -> str:
     return "tightest vGPU packing (keeps whole GPUs free)" if mode == "binpack" else "most free nvidia.com/gpumem"
 
 
-def score_verdicts(
-    verdicts: Sequence[Verdict], workers: Sequence[WorkerCapacity], policy: Policy
-) -> tuple[Verdict | None, str]:
-    """Score the feasible verdicts in place; return the winner and a one-line summary."""
-    feasible = [v for v in verdicts if v.feasible]
-    if not feasible:
+def score_verdict(v: Verdict, weight: float, top_weight: float, policy: Policy) -> float:
+    """Score a feasible verdict in place (``v.score``, ``v.terms["clusterWeight"]``) and return the score."""
+    terms = v.terms
+    partial = v.partial
+    if partial is None or partial[0] is not policy.weights:
+        # Every term but clusterWeight, in the terms' order; clusterWeight is always the last term (added
+        # here), so the sums below are the same operations, in the same order, as summing all terms.
+        total = 0.0
+        norm = 0.0
+        for term, value in terms.items():
+            attr = TERM_WEIGHT.get(term)
+            if attr is None or term == "clusterWeight":
+                continue
+            w = float(getattr(policy.weights, attr))
+            total += w * value
+            norm += w
+        partial = v.partial = (policy.weights, total, norm)
+    cluster_weight = float(policy.weights.cluster_weight)
+    cw = terms["clusterWeight"] = weight / top_weight if top_weight else 1.0
+    total = partial[1] + cluster_weight * cw
+    norm = partial[2] + cluster_weight
+    score = total / norm if norm else 0.0
+    if v.preempts:
+        score /= 4.0
+    v.score = score
+    return score
+
+
+def rank_key(v: Verdict) -> tuple[float, str]:
+    """Best first: highest score, then first by name."""
+    return (-v.score, v.cluster)
+
+
+def summary(best: Verdict | None, runner: Verdict | None, verdicts: Sequence[Verdict], policy: Policy) -> str:
+    """The one-line summary of a decision: the winner and the term that made it win, or every reason."""
+    if best is None:
         if not verdicts:
-            return None, "no worker clusters configured"
-        return None, "no worker can take it now: " + "; ".join(f"{v.cluster}: {v.reason}" for v in verdicts)
-    weights = {w.name: w.weight for w in workers}
-    top_weight = max((weights.get(v.cluster, 1.0) for v in feasible), default=1.0) or 1.0
-    term_weight = {term: float(getattr(policy.weights, attr)) for term, attr in TERM_WEIGHT.items()}
-    cluster_weight = term_weight["clusterWeight"]
-    for v in feasible:
-        terms = v.terms
-        partial = v.partial
-        if partial is None or partial[0] is not policy.weights:
-            # Every term but clusterWeight, in the terms' order; clusterWeight is always the last term (added
-            # here), so the sums below are the same operations, in the same order, as summing all terms.
-            total = 0.0
-            norm = 0.0
-            for term, value in terms.items():
-                weight = term_weight.get(term)
-                if weight is None or term == "clusterWeight":
-                    continue
-                total += weight * value
-                norm += weight
-            partial = v.partial = (policy.weights, total, norm)
-        cw = terms["clusterWeight"] = weights.get(v.cluster, 1.0) / top_weight
-        total = partial[1] + cluster_weight * cw
-        norm = partial[2] + cluster_weight
-        score = total / norm if norm else 0.0
-        if v.preempts:
-            score /= 4.0
-        v.score = score
-    # The best and the runner-up (highest score, then first by name) without sorting every feasible worker.
-    ranked = heapq.nsmallest(2, feasible, key=lambda v: (-v.score, v.cluster))
-    best = ranked[0]
-    if len(ranked) == 1:
+            return "no worker clusters configured"
+        return "no worker can take it now: " + "; ".join(f"{v.cluster}: {v.reason}" for v in verdicts)
+    if runner is None:
         why = "the only worker that can take it"
     else:
-        runner = ranked[1]
         advantage = {
             term: float(getattr(policy.weights, TERM_WEIGHT[term]))
             * (best.terms.get(term, 0.0) - runner.terms.get(term, 0.0))
@@ -109,4 +109,10 @@ def score_verdicts(
             why = _PHRASES.get(term, term)
     if best.preempts:
         why += f"; its Kueue will preempt {best.preempts} lower-priority workload(s)"
-    return best, f"placed on {best.cluster}, score {best.score:.2f}: {why}"
+    return f"placed on {best.cluster}, score {best.score:.2f}: {why}"
+
+
+def best_two(verdicts: Sequence[Verdict]) -> tuple[Verdict | None, Verdict | None]:
+    """The best feasible verdict and the runner-up (already scored), without sorting them all."""
+    ranked = heapq.nsmallest(2, (v for v in verdicts if v.feasible), key=rank_key)
+    return (ranked[0] if ranked else None), (ranked[1] if len(ranked) > 1 else None)

@@ -2,8 +2,12 @@
 
 A :class:`WorkerCapacity` is plain state, changed incrementally by ``dispatcher.capacity`` from watch
 events (ClusterQueues, Cohorts, ResourceFlavors, LocalQueues, Workloads, Nodes, Pods, Kueue's
-configuration) and by the placement engine's reservations. Nothing here does I/O; every change bumps
-:attr:`WorkerCapacity.version`, which lets the engine reuse verdicts for workers that did not change.
+configuration) and by the placement engine's reservations. Nothing here does I/O. Every change takes a new
+:attr:`WorkerCapacity.version` from one process-wide sequence and is written to the :data:`JOURNAL`, so the engine
+visits only the workers that changed since it last decided a workload of a shape, not every worker. A change
+that only adds one of our reservations records its scope (the quota tree it used, whether it took GPUs): a
+verdict for another quota tree, or one without GPUs, cannot have changed, and a ``Fit`` verdict in the same tree
+can be re-validated cell by cell instead of assigned again (:attr:`WorkerCapacity.base_version` stays).
 
 Usage has two sources: workloads the worker's Kueue admitted (from their ``status.admission``), and
 reservations for our own placements that the worker has not admitted yet, so that concurrent
@@ -28,9 +32,55 @@ from .quota import (
     ResourceFlavorSpec,
 )
 
-__all__ = ["NodeInfo", "Reservation", "WorkerCapacity"]
+__all__ = ["JOURNAL", "ChangeJournal", "NodeInfo", "Reservation", "Scope", "WorkerCapacity"]
 
 Obj = dict[str, Any]
+
+#: What a change that only added one of our reservations can have affected: the root of the quota tree it
+#: used (``cq/<name>`` or ``cohort/<name>``) and whether it took HAMi GPUs. ``None``: anything.
+Scope = tuple[str, bool] | None
+
+
+class ChangeJournal:
+    """Which worker changed, in order, under one process-wide sequence.
+
+    The engine remembers the sequence number up to which it brought each workload shape's verdicts up to date
+    and reads only the entries after it (:meth:`since`). Old entries are dropped in halves once ``limit`` is
+    exceeded; a reader that fell behind them gets ``None`` and looks at every worker instead.
+    """
+
+    __slots__ = ("limit", "scopes", "seq", "start", "workers")
+
+    def __init__(self, limit: int = 1 << 16) -> None:
+        self.limit = limit
+        #: Sequence number of the last change.
+        self.seq = 0
+        #: Sequence number just before ``workers[0]``.
+        self.start = 0
+        self.workers: list[WorkerCapacity] = []
+        self.scopes: list[Scope] = []
+
+    def record(self, worker: WorkerCapacity, scope: Scope) -> int:
+        self.seq += 1
+        self.workers.append(worker)
+        self.scopes.append(scope)
+        if len(self.workers) > self.limit:
+            half = len(self.workers) // 2
+            del self.workers[:half]
+            del self.scopes[:half]
+            self.start += half
+        return self.seq
+
+    def since(self, seq: int) -> tuple[list[WorkerCapacity], list[Scope]] | None:
+        """The changes after ``seq`` (workers and scopes), or ``None`` when some of them were dropped."""
+        if seq < self.start:
+            return None
+        i = seq - self.start
+        return self.workers[i:], self.scopes[i:]
+
+
+#: The journal every :class:`WorkerCapacity` writes to.
+JOURNAL = ChangeJournal()
 
 
 @dataclass(slots=True)
@@ -78,13 +128,15 @@ class WorkerCapacity:
         self.weight = weight
         self.labels = dict(labels or {})
         self.max_in_flight = max_in_flight
-        self.health = "Unknown"
-        self.cordoned = False
-        self.synced = False
+        self.version = 0
+        #: The version of the last change other than adding one of our reservations.
+        self.base_version = 0
+        self._health = "Unknown"
+        self._cordoned = False
+        self._synced = False
         #: Workload kinds whose resource the cluster does not serve (no CRD): never placed there.
         self.unserved_kinds: set[str] = set()
         self.latency = 0.0
-        self.version = 0
         self.tree = QuotaTree()
         self.cluster_queues: dict[str, ClusterQueueSpec] = {}
         self.cohorts: dict[str, CohortSpec] = {}
@@ -114,8 +166,52 @@ class WorkerCapacity:
 
     # -- bookkeeping -----------------------------------------------------------------------------------
 
-    def touch(self) -> None:
-        self.version += 1
+    def touch(self, scope: Scope = None) -> None:
+        """Record a change (``scope``: see :data:`Scope`; only :meth:`reserve` passes one)."""
+        self.version = JOURNAL.record(self, scope)
+        if scope is None:
+            self.base_version = self.version
+
+    # Health, cordon and sync are read by every verdict: setting them is a change.
+
+    @property
+    def health(self) -> str:
+        return self._health
+
+    @health.setter
+    def health(self, value: str) -> None:
+        if value != self._health:
+            self._health = value
+            self.touch()
+
+    @property
+    def cordoned(self) -> bool:
+        return self._cordoned
+
+    @cordoned.setter
+    def cordoned(self, value: bool) -> None:
+        if value != self._cordoned:
+            self._cordoned = value
+            self.touch()
+
+    @property
+    def synced(self) -> bool:
+        return self._synced
+
+    @synced.setter
+    def synced(self, value: bool) -> None:
+        if value != self._synced:
+            self._synced = value
+            self.touch()
+
+    def quota_root(self, cluster_queue: str) -> str | None:
+        """The root of ``cluster_queue``'s quota tree (``cohort/<name>``, or ``cq/<name>`` without a cohort):
+        usage added anywhere else cannot change what the queue admits."""
+        try:
+            root = self.tree.root_cohort(cluster_queue)
+        except KeyError:
+            return None
+        return f"cohort/{root}" if root is not None else f"cq/{cluster_queue}"
 
     @property
     def in_flight(self) -> int:
@@ -278,9 +374,12 @@ class WorkerCapacity:
         if reservation.usage:
             self._in_flight += 1
         self.tree.add_usage(reservation.cluster_queue, reservation.usage)
-        if self.gpu is not None and reservation.gpu:
+        took_gpus = self.gpu is not None and bool(reservation.gpu)
+        if took_gpus:
             self.gpu.assume(reservation.uid, reservation.gpu)
-        self.touch()
+        root = self.quota_root(reservation.cluster_queue)
+        # Only usage was added: verdicts elsewhere stand, and Fit verdicts in this tree can be re-validated.
+        self.touch((root, took_gpus) if root is not None else None)
 
     def settle(self, uid: str) -> bool:
         """The worker's Kueue admitted the copy: its Workload now carries the quota usage, so the quota part

@@ -1,0 +1,305 @@
+"""The engine's per-shape verdicts, ranking and re-validation decide exactly as an engine without any memory.
+
+A long-lived :class:`PlacementEngine` keeps every worker's verdict per workload shape and looks again only at
+the workers the change journal names (re-validating ``Fit`` verdicts cell by cell after reservations). A fresh
+engine per decision evaluates everything. Random sequences of decisions, reservations, releases, admissions,
+evictions, health and cordon changes, node changes, kinds and in-flight limits run against both; every decision
+must be the same: the chosen worker, the summary, and every worker's verdict, reason and score.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from datetime import datetime
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from dispatcher.config import Policy
+from dispatcher.placement.engine import Decision, PendingWorkload, PlacementEngine, PodSetSpec
+from dispatcher.placement.gpu import HamiFitter, WorkerGpus, sync_worker
+from dispatcher.placement.quota import Toleration
+from dispatcher.placement.vgpu import HANDSHAKE_ANNOTATION, REGISTER_ANNOTATION, encode_node_devices, register_device
+from dispatcher.placement.worker import JOURNAL, WorkerCapacity
+
+Obj = dict[str, Any]
+NOW = datetime(2025, 6, 1, 12, 0, 0)
+HAMI_KUEUE_CONFIG: Obj = {
+    "resources": {
+        "transformations": [
+            {
+                "input": "nvidia.com/gpumem",
+                "strategy": "Replace",
+                "multiplyBy": "nvidia.com/gpu",
+                "outputs": {"nvidia.com/total-gpumem": "1"},
+            }
+        ]
+    }
+}
+
+
+def _flavor(name: str, taint: bool = False, labels: Obj | None = None) -> Obj:
+    spec: Obj = {"nodeLabels": labels or {}}
+    if taint:
+        spec["nodeTaints"] = [{"key": "spot", "value": "true", "effect": "NoSchedule"}]
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def _cpu_flavors(cpu: str, *, borrowing: str | None = None) -> Obj:
+    cpu_quota: Obj = {"name": "cpu", "nominalQuota": cpu}
+    if borrowing is not None:
+        cpu_quota["borrowingLimit"] = borrowing
+    return {
+        "coveredResources": ["cpu"],
+        "flavors": [
+            {"name": "default-flavor", "resources": [cpu_quota]},
+            {"name": "spot", "resources": [{"name": "cpu", "nominalQuota": cpu}]},
+        ],
+    }
+
+
+def _cluster_queue(
+    name: str, cpu: str, *, cohort: str | None = None, gpus: int = 0, fungibility: Obj | None = None, **kw: str
+) -> Obj:
+    groups = [_cpu_flavors(cpu, **kw)]
+    if gpus:
+        groups.append(
+            {
+                "coveredResources": ["nvidia.com/gpu", "nvidia.com/total-gpumem"],
+                "flavors": [
+                    {
+                        "name": "hami-vgpu",
+                        "resources": [
+                            {"name": "nvidia.com/gpu", "nominalQuota": str(gpus * 10)},
+                            {"name": "nvidia.com/total-gpumem", "nominalQuota": str(gpus * 40960)},
+                        ],
+                    }
+                ],
+            }
+        )
+    spec: Obj = {"resourceGroups": groups, "preemption": {"withinClusterQueue": "LowerPriority"}}
+    if cohort:
+        spec["cohort"] = cohort
+    if fungibility:
+        spec["flavorFungibility"] = fungibility
+    return {"metadata": {"name": name}, "spec": spec}
+
+
+def _cpu_node(name: str, cpu: str = "16", spot: bool = False) -> Obj:
+    spec: Obj = {"taints": [{"key": "spot", "value": "true", "effect": "NoSchedule"}]} if spot else {}
+    return {"metadata": {"name": name, "labels": {}}, "spec": spec, "status": {"allocatable": {"cpu": cpu}}}
+
+
+def _gpu_node(name: str, gpus: int = 4) -> Obj:
+    devices = [register_device(f"GPU-{name}-{i}", i, 40960, "A100-SXM4-40GB") for i in range(gpus)]
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {"hami.io/vgpu": "true"},
+            "annotations": {
+                REGISTER_ANNOTATION: encode_node_devices(devices),
+                HANDSHAKE_ANNOTATION: "Requesting_" + NOW.strftime("%Y-%m-%d %H:%M:%S"),
+            },
+        },
+        "spec": {},
+        "status": {
+            "allocatable": {"cpu": "32", "nvidia.com/gpu": str(gpus * 10)},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def _worker(name: str, *, gpu: bool, cohort: bool, weight: float = 1.0, labels: Obj | None = None) -> WorkerCapacity:
+    w = WorkerCapacity(name, weight=weight, labels=labels, max_in_flight=12)
+    w.set_flavor(_flavor("default-flavor"))
+    w.set_flavor(_flavor("spot", taint=True))
+    if gpu:
+        w.set_flavor(_flavor("hami-vgpu", labels={"hami.io/vgpu": "true"}))
+        w.set_kueue_config(HAMI_KUEUE_CONFIG)
+    if cohort:
+        w.set_cohort({"metadata": {"name": "pool"}, "spec": {}})
+        w.set_cluster_queue(
+            _cluster_queue("team", "12", cohort="pool", borrowing="8", fungibility={"whenCanBorrow": "TryNextFlavor"})
+        )
+        w.set_cluster_queue(_cluster_queue("other", "8", cohort="pool"))
+    else:
+        w.set_cluster_queue(_cluster_queue("team", "24", gpus=8 if gpu else 0))
+    w.set_local_queue({"metadata": {"name": "user-queue", "namespace": "default"}, "spec": {"clusterQueue": "team"}})
+    nodes = [_cpu_node(f"{name}-cpu"), _cpu_node(f"{name}-spot", spot=True)]
+    if gpu:
+        nodes += [_gpu_node(f"{name}-gpu-1"), _gpu_node(f"{name}-gpu-2")]
+    gpus = WorkerGpus(clock=lambda: NOW)
+    for n in nodes:
+        w.node_event("ADDED", n)
+        sync_worker(w, gpus, gpus.node_event("ADDED", n))
+    w.health = "Ready"
+    w.synced = True
+    return w
+
+
+def _template(gpu: int = 0, mem: int | None = None) -> Obj:
+    limits = {}
+    if gpu:
+        limits["nvidia.com/gpu"] = str(gpu)
+        if mem is not None:
+            limits["nvidia.com/gpumem"] = str(mem)
+    return {"spec": {"containers": [{"name": "main", "resources": {"limits": limits}}]}}
+
+
+def _pod_set(
+    name: str, count: int, cpu: str, *, gpu: int = 0, mem: int | None = None, spot: bool = False
+) -> PodSetSpec:
+    requests = {"cpu": Fraction(cpu)}
+    if gpu:
+        requests["nvidia.com/gpu"] = Fraction(gpu)
+        if mem is not None:
+            requests["nvidia.com/gpumem"] = Fraction(mem)
+    tolerations = (Toleration(key="spot", operator="Equal", value="true", effect="NoSchedule"),) if spot else ()
+    return PodSetSpec(name, count, requests, tolerations=tolerations, template=_template(gpu, mem))
+
+
+SHAPES: list[tuple[PodSetSpec, ...]] = [
+    (_pod_set("main", 1, "1"),),
+    (_pod_set("main", 1, "3"),),
+    (_pod_set("main", 2, "1", spot=True),),
+    (_pod_set("main", 1, "1", gpu=1),),
+    (_pod_set("main", 1, "1", gpu=1, mem=12000),),
+    (_pod_set("main", 2, "1", gpu=1, mem=30000),),
+    (_pod_set("driver", 1, "1"), _pod_set("workers", 2, "2")),
+]
+_ids = itertools.count(1)
+
+
+def _workload(rng: random.Random) -> PendingWorkload:
+    n = next(_ids)
+    roll = rng.random()
+    return PendingWorkload(
+        id=n,
+        uid=f"uid-{n}",
+        namespace="default",
+        name=f"wl-{n}",
+        queue="user-queue",
+        priority=rng.choice([0, 0, 0, 10]),
+        created=float(n),
+        generation=1,
+        pod_sets=rng.choice(SHAPES),
+        selector={"region": "eu"} if roll < 0.08 else None,
+        excluded=frozenset({"gpu-b"}) if 0.08 <= roll < 0.16 else frozenset(),
+        kind="JobSet" if 0.16 <= roll < 0.24 else "",
+    )
+
+
+def _admitted(name: str, cpu: int, priority: int = 0) -> Obj:
+    return {
+        "metadata": {"name": name, "namespace": "default", "ownerReferences": [{"uid": name, "controller": True}]},
+        "spec": {"queueName": "user-queue", "priority": priority},
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True"}],
+            "admission": {
+                "clusterQueue": "team",
+                "podSetAssignments": [
+                    {
+                        "name": "main",
+                        "flavors": {"cpu": "default-flavor"},
+                        "resourceUsage": {"cpu": str(cpu)},
+                        "count": 1,
+                    }
+                ],
+            },
+        },
+    }
+
+
+def _snapshot(d: Decision) -> tuple[Any, ...]:
+    return (
+        d.chosen.cluster if d.chosen else None,
+        d.summary,
+        [
+            (v.cluster, v.feasible, v.reason, round(v.score, 12) if v.feasible else None, v.flavors, v.preempts)
+            for v in d.verdicts
+        ],
+    )
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_incremental_decisions_equal_fresh_evaluation(seed: int) -> None:
+    rng = random.Random(seed)
+    workers = [
+        _worker("cpu-a", gpu=False, cohort=True),
+        _worker("gpu-b", gpu=True, cohort=False),
+        _worker("gpu-c", gpu=True, cohort=False),
+        _worker("cpu-d", gpu=False, cohort=False, weight=2.0, labels={"region": "eu"}),
+    ]
+    by_name = {w.name: w for w in workers}
+    policy = Policy()
+    engine = PlacementEngine(policy, HamiFitter())
+    held: list[tuple[str, str]] = []
+    admitted: list[tuple[str, str]] = []
+    kinds = {"decided": 0, "placed": 0, "revalidated": 0}
+    for step in range(400):
+        roll = rng.random()
+        w = rng.choice(workers)
+        if roll < 0.7:
+            wl = _workload(rng)
+            got = engine.decide(wl, workers)
+            want = PlacementEngine(policy, HamiFitter()).decide(wl, workers)
+            assert _snapshot(got) == _snapshot(want), f"seed {seed} step {step}"
+            kinds["decided"] += 1
+            if got.chosen is not None and rng.random() < 0.8:
+                engine.reserve(got, by_name)
+                held.append((got.chosen.cluster, wl.uid))
+                kinds["placed"] += 1
+        elif roll < 0.78 and held:
+            cluster, uid = held.pop(rng.randrange(len(held)))
+            by_name[cluster].release(uid)
+        elif roll < 0.82 and held:
+            cluster, uid = rng.choice(held)
+            by_name[cluster].settle(uid)
+        elif roll < 0.88:
+            name = f"adm-{step}"
+            w.workload_event("ADDED", _admitted(name, rng.choice([1, 2, 3]), priority=rng.choice([0, 5])))
+            admitted.append((w.name, name))
+        elif roll < 0.92 and admitted:
+            cluster, name = admitted.pop(rng.randrange(len(admitted)))
+            by_name[cluster].workload_event("DELETED", _admitted(name, 1))
+        elif roll < 0.95:
+            if rng.random() < 0.5:
+                w.health = "Suspect" if w.health == "Ready" else "Ready"
+            else:
+                w.cordoned = not w.cordoned
+        elif roll < 0.98:
+            w.node_event("MODIFIED", _cpu_node(f"{w.name}-cpu", cpu=rng.choice(["2", "16"])))
+        else:
+            if "JobSet" in w.unserved_kinds:
+                w.unserved_kinds.discard("JobSet")
+            else:
+                w.unserved_kinds.add("JobSet")
+            w.touch()
+    kinds["revalidated"] = engine.revalidations
+    # The run exercised what it is about: placements, and Fit verdicts re-validated rather than evaluated.
+    assert kinds["placed"] > 25 and kinds["revalidated"] > 8, kinds
+
+
+def test_a_journal_that_dropped_entries_makes_the_engine_look_at_every_worker() -> None:
+    workers = [_worker("cpu-a", gpu=False, cohort=False), _worker("cpu-d", gpu=False, cohort=False)]
+    engine = PlacementEngine(Policy(), None)
+    rng = random.Random(1)
+    wl = _workload(rng)
+    wl.selector, wl.excluded, wl.kind = None, frozenset(), ""
+    wl.pod_sets = SHAPES[1]
+    first = engine.decide(wl, workers)
+    assert first.chosen is not None
+    limit, JOURNAL.limit = JOURNAL.limit, 8
+    try:
+        for _ in range(40):
+            workers[1].touch()
+        workers[0].cordoned = True
+        for _ in range(40):
+            workers[1].touch()
+        again = engine.decide(wl, workers)
+    finally:
+        JOURNAL.limit = limit
+    assert again.chosen is not None and again.chosen.cluster == "cpu-d"
+    assert "cordoned" in next(v.reason for v in again.verdicts if v.cluster == "cpu-a")
