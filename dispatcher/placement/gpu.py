@@ -25,6 +25,7 @@ pods, never all pods of the worker); fits are cached per inventory version and p
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -126,6 +127,9 @@ class WorkerGpus:
         #: Per usable node, the fit's prepared state (``GpuInventory.states`` values); rebuilt when dirty.
         self._states: dict[str, Any] = {}
         self._dirty: set[str] = set()
+        #: The usable nodes as (-score, name) and (score, name), sorted: the binpack and spread orders.
+        self._binpack: list[tuple[float, str]] = []
+        self._spread: list[tuple[float, str]] = []
         self._inventory: GpuInventory | None = None
         self._fit_cache: dict[Hashable, GpuVerdict] = {}
         self._fit_cache_version = -1
@@ -298,16 +302,27 @@ class WorkerGpus:
         """The worker's usable GPU nodes for :func:`fit_pod_set` (cached; only changed nodes are rebuilt)."""
         if self._inventory is not None:
             return self._inventory
+        binpack, spread = self._binpack, self._spread
         for name in self._dirty:
+            old = self._states.get(name)
+            if old is not None:  # out of both orders; back in below with its new score
+                del binpack[bisect.bisect_left(binpack, (-old.score, name))]
+                del spread[bisect.bisect_left(spread, (old.score, name))]
             node = self._nodes.get(name)
             if node is None or node.problem is not None or not node.devices:
                 self._states.pop(name, None)
                 continue
             one = GpuInventory({name: self._node_usage(node)}, {name: node.annotations})
-            self._states[name] = one.states[name]
+            state = self._states[name] = one.states[name]
+            bisect.insort(binpack, (-state.score, name))
+            bisect.insort(spread, (state.score, name))
         self._dirty.clear()
-        self._inventory = GpuInventory(_states=dict(self._states))
-        return self._inventory
+        inv = GpuInventory(_states=dict(self._states))
+        # HAMi's node preference orders, kept sorted as nodes change instead of sorted again per inventory.
+        inv.set_order(False, [name for _, name in binpack])
+        inv.set_order(True, [name for _, name in spread])
+        self._inventory = inv
+        return inv
 
     def labels(self, node: str) -> Mapping[str, str]:
         entry = self._nodes.get(node)
@@ -488,9 +503,10 @@ class HamiFitter:
         base = gpus.inventory()
         inv = base
         touched: dict[str, None] = {}
-        for ps, pod in prepared:
-            if ps.count <= 0 or not pod.has_request:
-                continue
+        #: node -> devices after every pod set so far (what ``inv`` holds for the touched nodes).
+        after: dict[str, tuple[DeviceUsage, ...]] = {}
+        requested = [(ps, pod) for ps, pod in prepared if ps.count > 0 and pod.has_request]
+        for i, (ps, pod) in enumerate(requested):
             view = inv
             if ps.node_selector:
                 selector = ps.node_selector.items()
@@ -502,21 +518,23 @@ class HamiFitter:
             result = fit_pod_set(view, pod, ps.count, cfg=self.cfg)
             if not result.ok:
                 return GpuVerdict(False, f"pod set {ps.name}: {result.reason}", score=0.0)
-            inv = inv.apply(result)
+            if i < len(requested) - 1:  # the next pod set sees this one's pods
+                inv = inv.apply(result)
+            after.update(result.usage_after)
             touched.update(dict.fromkeys(result.nodes))
         allocations: dict[str, list[Allocation]] = {}
         for name in touched:
             taken: list[Allocation] = []
-            for before, after in zip(base.devices(name), inv.devices(name), strict=True):
-                mem = after.usedmem - before.usedmem
-                cores = after.usedcores - before.usedcores
-                slots = after.used - before.used
+            for old, new in zip(base.devices(name), after[name], strict=True):
+                mem = new.usedmem - old.usedmem
+                cores = new.usedcores - old.usedcores
+                slots = new.used - old.used
                 if mem or cores or slots:
-                    taken.append((after.info.id, mem, cores, slots))
+                    taken.append((new.info.id, mem, cores, slots))
             if taken:
                 allocations[name] = taken
         if not touched:
             return GpuVerdict(True, "", 0.5, {})
-        util = sum(utilisation(inv.devices(n)) for n in touched) / len(touched)
+        util = sum(utilisation(after[n]) for n in touched) / len(touched)
         score = util if mode != "spread" else 1.0 - util
         return GpuVerdict(True, "", max(0.0, min(1.0, score)), allocations)

@@ -3003,6 +3003,10 @@ class GpuInventory:
             self._order[spread] = cached
         return cached
 
+    def set_order(self, spread: bool, names: list[str]) -> None:
+        """Give :meth:`order` its answer, when the caller keeps the order up to date itself."""
+        self._order[spread] = names
+
     def devices(self, node: str) -> tuple[DeviceUsage, ...]:
         return self.states[node].devices
 
