@@ -23,6 +23,7 @@ import functools
 import heapq
 import itertools
 import time
+from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -255,6 +256,10 @@ def _pod_set_requests(worker: WorkerCapacity, ps: PodSetSpec) -> dict[str, int]:
     return {k: kueue_value(k, v) for k, v in per_pod.items() if v > 0}
 
 
+#: How many verdicts (workload shapes x workers) the engine keeps; the least recently decided shapes go first.
+CACHED_VERDICTS = 250_000
+
+
 @dataclass(slots=True)
 class _Slot:
     """One worker's verdict for one workload shape (the worker-side checks and the evaluation, scored)."""
@@ -334,8 +339,8 @@ class PlacementEngine:
         self.policy = policy
         self.gpu = gpu
         #: shape -> what the engine keeps for it, so that a decision hashes the (large) shape once.
-        self._cache: dict[tuple[Any, ...], _ShapeCache] = {}
-        self._cached = 0
+        #: Least recently decided first; at most :data:`CACHED_VERDICTS` verdicts in all (shapes x workers).
+        self._cache: OrderedDict[tuple[Any, ...], _ShapeCache] = OrderedDict()
         self._fleet: _Fleet | None = None
         self._stamps = itertools.count(1)
         #: Workers at their in-flight limit, and workers that do not serve some kind (checked per decision).
@@ -396,11 +401,15 @@ class PlacementEngine:
         return self._pre_check(wl, w) or self._evaluate(wl, w, self._shape_cache(wl))[0]
 
     def _shape_cache(self, wl: PendingWorkload) -> _ShapeCache:
-        entry = self._cache.get(wl.shape)
-        if entry is None:
-            if self._cached > 200_000:
-                self._cache.clear()
-                self._cached = 0
+        cache = self._cache
+        entry = cache.get(wl.shape)
+        if entry is not None:
+            cache.move_to_end(wl.shape)
+        else:
+            fleet = self._fleet
+            keep = max(16, CACHED_VERDICTS // max(1, len(fleet.workers) if fleet is not None else 1))
+            while len(cache) >= keep:
+                cache.popitem(last=False)
             entry = self._cache[wl.shape] = _ShapeCache()
         return entry
 
@@ -410,19 +419,22 @@ class PlacementEngine:
         verdict = self._worker_check(w)
         checks: tuple[FitCheck, ...] | None = None
         gpu = _gpu_version(w)
+        root: str | None = None
         if verdict is None:
             again = None
             if old is not None and old.checks is not None and old.base == w.base_version and old.worker is w:
                 again = self._revalidate(wl, w, entry, old, gpu)
-            if again is not None:
+            if again is not None and old is not None:
                 verdict, checks = again
+                root = old.root  # same queue, same tree: the tree's shape changes only with the base version
                 self.revalidations += 1
             else:
                 verdict, checks = self._evaluate(wl, w, entry)
+                if verdict.cluster_queue:
+                    root = w.quota_root(verdict.cluster_queue)
                 self.evaluations += 1
-        root = w.quota_root(verdict.cluster_queue) if verdict.cluster_queue else None
-        fleet = self._fleet
         if verdict.feasible:
+            fleet = self._fleet
             score_verdict(verdict, w.weight, fleet.top_weight if fleet is not None else 1.0, self.policy)
         return _Slot(w, w.version, w.base_version, gpu, verdict, checks, root, next(self._stamps))
 
@@ -433,7 +445,8 @@ class PlacementEngine:
         fitted again only if the GPU view changed. ``None``: evaluate in full."""
         v = old.verdict
         cq = v.cluster_queue
-        if cq is None or old.checks is None or not fits_as_before(w.tree, cq, old.checks):
+        checks = old.checks
+        if cq is None or checks is None or not fits_as_before(w.tree, cq, checks):
             return None
         gpu_verdict = v.gpu
         if gpu_verdict is not None and gpu != old.gpu:
@@ -442,9 +455,9 @@ class PlacementEngine:
             gpu_verdict = self._fit_gpus(wl, w, entry, self.gpu)
             if not gpu_verdict.ok:
                 return Verdict(w.name, False, gpu_verdict.reason, cluster_queue=cq), None
-        verdict = Verdict(w.name, True, cluster_queue=cq, usage=v.usage, flavors=v.flavors, gpu=gpu_verdict)
+        verdict = Verdict(w.name, True, "", True, cq, v.usage, v.flavors, {}, 0.0, 0, gpu_verdict)
         verdict.terms = self._terms(w, cq, verdict)
-        return verdict, old.checks
+        return verdict, checks
 
     @staticmethod
     def _kueue_requests(wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache) -> list[dict[str, int]]:
@@ -680,31 +693,33 @@ class PlacementEngine:
         entry.seen = JOURNAL.seq
         if not changed:
             return
-        members = fleet.members
         slots = entry.slots
+        get = slots.get
         wants_gpu = entry.wants_gpu is not False
-        touched: dict[str, bool] = {}
+        relevant: dict[str, _Slot] = {}
+        unaffected: dict[str, _Slot] = {}
         for w, scope in zip(changed, scopes, strict=True):
             name = w.name
-            if touched.get(name) or members.get(name) is not w:
-                continue
-            slot = slots[name]
+            slot = get(name)
+            if slot is None or slot.worker is not w or name in relevant:
+                continue  # not in the fleet, or already to be refreshed
             root = slot.root
-            touched[name] = scope is None or (root is not None and (scope[0] == root or (scope[1] and wants_gpu)))
+            if scope is None or (root is not None and (scope[0] == root or (scope[1] and wants_gpu))):
+                relevant[name] = slot
+            else:
+                unaffected[name] = slot
+        for name, slot in unaffected.items():
+            if name not in relevant:
+                slot.version = slot.worker.version
+                self.cache_hits += 1
         ranking = entry.ranking
         listing = entry.listing
         index = fleet.index
-        for name, relevant in touched.items():
-            slot = slots[name]
-            w = slot.worker
-            if not relevant:
-                slot.version = w.version
-                self.cache_hits += 1
-                continue
-            slot = slots[name] = self._refresh(wl, w, entry, slot)
-            listing[index[name]] = slot.verdict
-            if slot.verdict.feasible:
-                heapq.heappush(ranking, (-slot.verdict.score, name, slot.stamp))
+        for name, old in relevant.items():
+            new = slots[name] = self._refresh(wl, old.worker, entry, old)
+            listing[index[name]] = new.verdict
+            if new.verdict.feasible:
+                heapq.heappush(ranking, (-new.verdict.score, name, new.stamp))
         if len(ranking) > 2 * len(slots) + 64:
             entry.ranking = [(-s.verdict.score, n, s.stamp) for n, s in slots.items() if s.verdict.feasible]
             heapq.heapify(entry.ranking)

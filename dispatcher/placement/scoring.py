@@ -52,24 +52,36 @@ def _vgpu_phrase(mode: str) -> str:
     return "tightest vGPU packing (keeps whole GPUs free)" if mode == "binpack" else "most free nvidia.com/gpumem"
 
 
+def _term_weights(policy: Policy) -> tuple[dict[str, float], float]:
+    """Term -> weight (clusterWeight left out) and clusterWeight's weight, per weights object (cached)."""
+    weights = policy.weights
+    cached = _TERM_WEIGHTS.get(id(weights))
+    if cached is None or cached[0] is not weights:
+        table = {t: float(getattr(weights, a)) for t, a in TERM_WEIGHT.items() if t != "clusterWeight"}
+        cached = _TERM_WEIGHTS[id(weights)] = (weights, table, float(weights.cluster_weight))
+    return cached[1], cached[2]
+
+
+_TERM_WEIGHTS: dict[int, tuple[object, dict[str, float], float]] = {}
+
+
 def score_verdict(v: Verdict, weight: float, top_weight: float, policy: Policy) -> float:
     """Score a feasible verdict in place (``v.score``, ``v.terms["clusterWeight"]``) and return the score."""
     terms = v.terms
     partial = v.partial
+    table, cluster_weight = _term_weights(policy)
     if partial is None or partial[0] is not policy.weights:
         # Every term but clusterWeight, in the terms' order; clusterWeight is always the last term (added
         # here), so the sums below are the same operations, in the same order, as summing all terms.
         total = 0.0
         norm = 0.0
         for term, value in terms.items():
-            attr = TERM_WEIGHT.get(term)
-            if attr is None or term == "clusterWeight":
+            w = table.get(term)
+            if w is None:
                 continue
-            w = float(getattr(policy.weights, attr))
             total += w * value
             norm += w
         partial = v.partial = (policy.weights, total, norm)
-    cluster_weight = float(policy.weights.cluster_weight)
     cw = terms["clusterWeight"] = weight / top_weight if top_weight else 1.0
     total = partial[1] + cluster_weight * cw
     norm = partial[2] + cluster_weight

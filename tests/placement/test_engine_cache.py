@@ -303,3 +303,20 @@ def test_a_journal_that_dropped_entries_makes_the_engine_look_at_every_worker() 
         JOURNAL.limit = limit
     assert again.chosen is not None and again.chosen.cluster == "cpu-d"
     assert "cordoned" in next(v.reason for v in again.verdicts if v.cluster == "cpu-a")
+
+
+def test_the_engine_keeps_a_bounded_number_of_shapes_and_decides_the_same_after_eviction(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dispatcher.placement.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "CACHED_VERDICTS", 40)  # 2 workers: at most 20 shapes (16 at the least)
+    workers = [_worker("cpu-a", gpu=False, cohort=False), _worker("cpu-d", gpu=False, cohort=False)]
+    engine = PlacementEngine(Policy(), None)
+    rng = random.Random(3)
+    for cpu in [*range(1, 40), *range(1, 40)]:  # 39 distinct shapes, each decided twice
+        wl = _workload(rng)
+        wl.selector, wl.excluded, wl.kind = None, frozenset(), ""
+        wl.pod_sets = (_pod_set("main", 1, f"{cpu}/10"),)
+        assert _snapshot(engine.decide(wl, workers)) == _snapshot(PlacementEngine(Policy(), None).decide(wl, workers))
+        assert len(engine._cache) <= 20
