@@ -356,12 +356,14 @@ def main() -> int:
             "placed": last["placed"],
             "parked": last["parked"],
             "evaluations": last["evaluations"],
+            "revalidations": last["revalidations"],
             "cache_hits": last["cache_hits"],
             "build_seconds": rnd(build, 2),
         }
         print(
             f"{count:>5} workers: {rate:>8.0f} decisions/s (runs: {', '.join(f'{x:.0f}' for x in rates)}; "
-            f"{last['placed']} placed, {last['parked']} parked; {last['evaluations']} full evaluations) "
+            f"{last['placed']} placed, {last['parked']} parked; {last['evaluations']} full evaluations, "
+            f"{last['revalidations']} re-validations) "
             f"{_check(count, rate)}"
         )
     del lives
