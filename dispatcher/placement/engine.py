@@ -292,8 +292,10 @@ class _ShapeCache:
     #: the fleet generation and journal sequence number the slots are current for
     fleet: int = -1
     seen: int = -1
-    #: worker name -> (its transformations, its excluded prefixes, per-pod-set Kueue requests there)
-    requests: dict[str, tuple[Any, Any, list[dict[str, int]]]] = field(default_factory=dict)
+    #: Kueue configuration (``WorkerCapacity.kueue_config_key``) -> the pod sets as its flavor assigner sees them
+    kueue_pod_sets: dict[str, list[PodSetRequest]] = field(default_factory=dict)
+    #: per pod set, each requested resource's per-pod amount in Kueue units (None: not computed yet)
+    pod_values: list[list[tuple[str, int]]] | None = None
     #: whether the shape asks HAMi for vGPUs (None: not known yet)
     wants_gpu: bool | None = None
     #: the GPU fitter's key for the shape's pod sets (None: not known yet)
@@ -460,14 +462,24 @@ class PlacementEngine:
         return verdict, checks
 
     @staticmethod
-    def _kueue_requests(wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache) -> list[dict[str, int]]:
-        """Per-pod Kueue requests of each pod set on ``w``: they change only with its Kueue configuration."""
-        hit = entry.requests.get(w.name)
-        if hit is not None and hit[0] is w.transformations and hit[1] is w.excluded_prefixes:
-            return hit[2]
-        requests = [_pod_set_requests(w, ps) for ps in wl.pod_sets]
-        entry.requests[w.name] = (w.transformations, w.excluded_prefixes, requests)
-        return requests
+    def _kueue_pod_sets(wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache) -> list[PodSetRequest]:
+        """The pod sets as Kueue's flavor assigner sees them on ``w`` (per-pod requests after its resource
+        transformations): they depend only on its Kueue configuration, so workers configured alike share them."""
+        key = w.kueue_config_key
+        pod_sets = entry.kueue_pod_sets.get(key)
+        if pod_sets is None:
+            pod_sets = entry.kueue_pod_sets[key] = [
+                PodSetRequest(
+                    name=ps.name,
+                    count=ps.count,
+                    requests=_pod_set_requests(w, ps),
+                    node_selector=ps.node_selector,
+                    tolerations=ps.tolerations,
+                    node_affinity=ps.node_affinity,
+                )
+                for ps in wl.pod_sets
+            ]
+        return pod_sets
 
     def _evaluate(
         self, wl: PendingWorkload, w: WorkerCapacity, entry: _ShapeCache
@@ -490,11 +502,15 @@ class PlacementEngine:
             )
         if cq.is_stopped:
             return Verdict(w.name, False, f"ClusterQueue {cq_name} is stopped (stopPolicy {cq.stop_policy})")
-        requests = self._kueue_requests(wl, w, entry)
         gpu_worker = w.gpu is not None
-        for ps in wl.pod_sets:
-            for res, amount in ps.requests.items():
-                if amount <= 0 or (gpu_worker and res in HAMI_RESOURCES):
+        if entry.pod_values is None:
+            entry.pod_values = [
+                [(res, kueue_value(res, amount)) for res, amount in ps.requests.items() if amount > 0]
+                for ps in wl.pod_sets
+            ]
+        for ps, values in zip(wl.pod_sets, entry.pod_values, strict=True):
+            for res, value in values:
+                if gpu_worker and res in HAMI_RESOURCES:
                     continue  # HAMi fits these per GPU below
                 cap = w.max_node.get(res)
                 if cap is None:
@@ -502,7 +518,6 @@ class PlacementEngine:
                     return Verdict(
                         w.name, False, f"pod set {ps.name} asks for {res}; the cluster has no {what}", transient=False
                     )
-                value = kueue_value(res, amount)
                 if value > cap:
                     return Verdict(
                         w.name,
@@ -511,17 +526,7 @@ class PlacementEngine:
                         f"the largest node has {format_kueue_value(res, cap)}",
                         transient=False,
                     )
-        pod_sets = [
-            PodSetRequest(
-                name=ps.name,
-                count=ps.count,
-                requests=req,
-                node_selector=ps.node_selector,
-                tolerations=ps.tolerations,
-                node_affinity=ps.node_affinity,
-            )
-            for ps, req in zip(wl.pod_sets, requests, strict=True)
-        ]
+        pod_sets = self._kueue_pod_sets(wl, w, entry)
         assignment = assign_flavors(
             w.tree, cq_name, pod_sets, w.flavors, priority=wl.priority, queue_order_time=wl.created, now=time.time()
         )

@@ -145,6 +145,8 @@ class WorkerCapacity:
         self.local_queues: dict[tuple[str, str], str] = {}
         self.transformations: tuple[ResourceTransformation, ...] = ()
         self.excluded_prefixes: tuple[str, ...] = ()
+        #: Equal for workers whose Kueue configuration turns requests into the same quota usage.
+        self.kueue_config_key = repr(((), ()))
         #: Remote Workload key (namespace/name) -> ClusterQueue, for admitted workloads (usage in the tree).
         self._admitted: dict[str, str] = {}
         #: Admitted Workloads of a ClusterQueue not seen yet (the informers list independently): added to the
@@ -278,6 +280,7 @@ class WorkerCapacity:
         except (KeyError, TypeError, QuantityError):
             self.transformations = ()
         self.excluded_prefixes = tuple(str(p) for p in resources.get("excludeResourcePrefixes") or [])
+        self.kueue_config_key = repr((self.transformations, self.excluded_prefixes))
         self.touch()
 
     # -- workloads ------------------------------------------------------------------------------------
