@@ -1886,9 +1886,12 @@ class Assignment:
     @property
     def mode(self) -> FlavorAssignmentMode:
         """The representative mode: the worst among the PodSets (``NoFit`` with no PodSet)."""
-        if not self.pod_sets:
+        pod_sets = self.pod_sets
+        if len(pod_sets) == 1:
+            return pod_sets[0].mode
+        if not pod_sets:
             return FlavorAssignmentMode.NO_FIT
-        return min(ps.mode for ps in self.pod_sets)
+        return min(ps.mode for ps in pod_sets)
 
     representative_mode = mode
 
