@@ -11,6 +11,7 @@ import builtins
 import itertools
 import json
 import random
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -42,8 +43,16 @@ PATCH_TYPES = (JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, APPLY_PATCH)
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 
 
+_now_cache: tuple[int, str] = (-1, "")
+
+
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current UTC time at second precision (formatted once per second: every write stamps it)."""
+    global _now_cache
+    second = int(time.time())
+    if _now_cache[0] != second:
+        _now_cache = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _now_cache[1]
 
 
 def now_micro() -> str:

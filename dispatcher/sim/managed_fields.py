@@ -213,6 +213,16 @@ def _entry_fields(entry: Mapping[str, Any]) -> FieldSet:
     return decode_fields(entry.get("fieldsV1") or {})
 
 
+def _doc_has(doc: Mapping[str, Any], path: Path) -> bool:
+    """Whether ``path`` is in ``decode_fields(doc)``, without decoding the whole document."""
+    cur: Any = doc
+    for part in path:
+        if not isinstance(cur, Mapping) or part not in cur:
+            return False
+        cur = cur[part]
+    return not (isinstance(cur, Mapping) and cur)
+
+
 def _set_entries(obj: dict[str, Any], entries: list[dict[str, Any]]) -> None:
     kept = [e for e in entries if e.get("fieldsV1")]
     meta = obj.setdefault("metadata", {})
@@ -253,13 +263,22 @@ def record_update(
         return
     out: list[dict[str, Any]] = []
     mine: dict[str, Any] | None = None
+    touched = changed | removed
     for entry in entries:
-        fs = _entry_fields(entry) - changed - removed
-        if (
+        is_mine = (
             entry.get("manager") == manager
             and entry.get("operation") == "Update"
             and entry.get("subresource") == subresource
-        ):
+        )
+        doc = entry.get("fieldsV1") or {}
+        if not is_mine and not any(_doc_has(doc, p) for p in touched):
+            # Stored field sets are always encode_fields output (sorted, {} leaves), which decoding and
+            # re-encoding reproduces exactly: an entry this write does not touch keeps its document (shared
+            # with the stored object, which nothing modifies in place).
+            out.append({**entry, "fieldsV1": doc})
+            continue
+        fs = decode_fields(doc) - touched
+        if is_mine:
             mine = entry
             fs |= changed
         out.append({**entry, "fieldsV1": encode_fields(fs)})

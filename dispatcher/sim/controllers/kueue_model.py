@@ -16,7 +16,6 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
@@ -25,6 +24,7 @@ import yaml
 from ...placement.quota import PodSetRequest, format_amount
 from ...quantity import kueue_value
 from ...resources import ResourceTransformation, pod_requests, transform
+from ..api import now_rfc3339 as _api_now
 
 __all__ = [
     "CLUSTER_QUEUE_LABEL",
@@ -83,7 +83,7 @@ _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 def now_rfc3339() -> str:
     """``metav1.Now()`` as it serializes: second precision, UTC."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _api_now()
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
-from functools import cache
+from functools import cache, lru_cache
 from math import ceil
 from typing import Any, NoReturn
 
@@ -269,11 +269,24 @@ def _format_time(moment: datetime, *, micro: bool) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@lru_cache(maxsize=4096)
+def _canonical_time(value: str, micro: bool) -> str:
+    """A time as the apiserver stores it (parsed, then formatted in UTC); memoized, as every write repeats the
+    same few timestamps. A malformed one raises each time (exceptions are not cached)."""
+    return _format_time(parse_go_time(value, micro=micro), micro=micro)
+
+
 # -- Quantity canonical form -------------------------------------------------------------------------
 
 _DECIMAL_SUFFIX = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
 _BINARY_SUFFIX = {0: "", 10: "Ki", 20: "Mi", 30: "Gi", 40: "Ti", 50: "Pi", 60: "Ei"}
 _SUFFIX_RE = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
+
+
+@lru_cache(maxsize=4096)
+def _canonical_quantity_text(value: str) -> str:
+    """:func:`canonical_quantity` of a string, memoized (requests and limits repeat on every object)."""
+    return canonical_quantity(value)
 
 
 def canonical_quantity(value: str | int | float) -> str:
@@ -538,7 +551,7 @@ class _Decoder:
             if isinstance(v, (dict, list, bool)):
                 self.fail(f"quantities must match the regular expression '{_QUANTITY_REGEX}'")
             try:
-                return canonical_quantity(v)
+                return _canonical_quantity_text(v) if isinstance(v, str) else canonical_quantity(v)
             except QuantityError as exc:
                 self.fail(str(exc))
         if kind == "intstr":
@@ -554,7 +567,7 @@ class _Decoder:
             if not isinstance(v, str):
                 self.fail(f"json: cannot unmarshal {_json_kind(v)} into Go value of type string")
             try:
-                return _format_time(parse_go_time(v, micro=kind == "microtime"), micro=kind == "microtime")
+                return _canonical_time(v, kind == "microtime")
             except _TimeError as exc:
                 self.fail(str(exc))
         return v  # any: kept as sent
