@@ -118,7 +118,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .service import Dispatcher
     from .store.engine import DatabaseUrlError, make_engine, redact
     from .store.migrate import upgrade
-    from .store.repo import Repo
+    from .store.repo import REPLICA_APPLICATION_NAME, Repo
 
     config = _load_config(args.config)
     url = _db_url(args, config.database_url)
@@ -130,10 +130,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         engine_args: dict[str, object] = {}
         if election is not None:
-            # A leader frozen inside a transaction holds the fencing row FOR SHARE: the server ends such a
-            # session after the renew deadline, so a takeover never waits on a frozen process.
+            # A leader frozen inside a transaction holds the fencing row FOR SHARE. The server ends a session
+            # left idle in a transaction after the renew deadline; one frozen in the middle of a statement
+            # (between asyncpg's prepare and execute) stays "active", and the next leader ends it at its
+            # takeover, finding it by its application_name (Repo.end_stale_writers).
             ms = str(int(election.renew_deadline * 1000))
-            engine_args["connect_args"] = {"server_settings": {"idle_in_transaction_session_timeout": ms}}
+            engine_args["connect_args"] = {
+                "server_settings": {
+                    "idle_in_transaction_session_timeout": ms,
+                    "application_name": REPLICA_APPLICATION_NAME,
+                }
+            }
         engine = make_engine(url, **engine_args)
         try:
             await upgrade(engine)

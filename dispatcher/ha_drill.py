@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -158,14 +159,42 @@ class ReplicaSet:
             self._http = None
 
 
-async def wait_for(probe: Any, what: str, timeout: float, interval: float = 0.05) -> Any:
+async def wait_for(
+    probe: Any, what: str, timeout: float, interval: float = 0.05, state: Callable[[], Awaitable[Any]] | None = None
+) -> Any:
+    """Poll ``probe`` until it returns something true. On a timeout the error names ``what`` it waited for and,
+    with ``state``, what ``state()`` saw then (so that a failure under load says why, not only that)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = await probe()
         if value:
             return value
         await asyncio.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}")
+    seen = ""
+    if state is not None:
+        try:
+            seen = f"; seen then: {await state()}"
+        except Exception as exc:  # the diagnosis must not hide the timeout
+            seen = f"; reading the state failed: {exc!r}"
+    raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}{seen}")
+
+
+async def sessions_in_transaction(repo: Repo) -> list[dict[str, Any]]:
+    """The database's other sessions inside a transaction (PostgreSQL): state, wait, blockers, last query."""
+    from sqlalchemy import text
+
+    async with repo.engine.connect() as conn:
+        rows = await conn.execute(
+            text(
+                "SELECT pid, application_name, state, wait_event_type, wait_event, pg_blocking_pids(pid) AS blocked_by,"
+                " round(extract(epoch FROM now() - xact_start)::numeric, 3)::float8 AS xact_seconds,"
+                " round(extract(epoch FROM now() - state_change)::numeric, 3)::float8 AS state_seconds,"
+                " left(query, 160) AS query"
+                " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                " AND xact_start IS NOT NULL ORDER BY xact_start"
+            )
+        )
+        return [dict(r._mapping) for r in rows]
 
 
 def drill_job(i: int, seconds: float, prefix: str = "ha") -> Obj:
@@ -327,7 +356,15 @@ async def wait_leading(ha: HaWorld, identity: str, timeout: float) -> int:
             return term
         return None
 
-    term: int = await wait_for(probe, f"{identity} leading", timeout)
+    async def state() -> Obj:
+        lease = await ha.replicas.lease(ha.manager)
+        return {
+            "lease": (lease or {}).get("spec"),
+            "leadership": await ha.repo.leadership(),
+            "sessions_in_transaction": await sessions_in_transaction(ha.repo),
+        }
+
+    term: int = await wait_for(probe, f"{identity} leading", timeout, state=state)
     return term
 
 

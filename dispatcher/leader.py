@@ -143,11 +143,15 @@ class LeaderElector:
         duration = float(self._observed.spec.get("leaseDurationSeconds") or 0)
         return self._observed.at + duration > now
 
-    def _observe(self, obj: Obj, now: float) -> None:
+    def _observe(self, obj: Obj) -> None:
+        """Note the record just received. A changed record is stamped with the time it arrived (client-go's
+        ``observedTime``), never with the time its request started: a process frozen (SIGSTOP, a long GC
+        pause) while its request was in flight would stamp a record written during the freeze with a time
+        before it, and take a fresh Lease of another replica for expired."""
         spec = obj.get("spec") or {}
         raw = repr(sorted(spec.items()))
         if raw != self._observed.raw:
-            self._observed = _Observed(spec=dict(spec), raw=raw, at=now, obj=obj)
+            self._observed = _Observed(spec=dict(spec), raw=raw, at=time.monotonic(), obj=obj)
         else:
             self._observed.obj = obj
 
@@ -191,7 +195,7 @@ class LeaderElector:
         if self._is_leader() and self._lease_valid(now) and self._observed.obj is not None:
             try:
                 updated = await self._update(self._observed.obj, self._spec(wall, self._observed.spec), timeout)
-                self._observe(updated, now)
+                self._observe(updated)
                 return True
             except KubeError as exc:
                 log.info("renewing Lease %s/%s failed (%s); reading it again", cfg.namespace, cfg.name, exc)
@@ -213,9 +217,9 @@ class LeaderElector:
                 if not exc2.already_exists:
                     self._warn(f"creating Lease {cfg.namespace}/{cfg.name} failed: {exc2}")
                 return False
-            self._observe(created, now)
+            self._observe(created)
             return True
-        self._observe(current, now)
+        self._observe(current)
         holder = self.holder
         if holder and holder != self.identity and self._lease_valid(now):
             return False  # held by another replica, not expired (by our own clock)
@@ -225,7 +229,7 @@ class LeaderElector:
             if not exc.conflict:  # a conflict: another replica wrote first, it won this round
                 self._warn(f"updating Lease {cfg.namespace}/{cfg.name} failed: {exc}")
             return False
-        self._observe(updated, now)
+        self._observe(updated)
         return True
 
     def _warn(self, message: str) -> None:

@@ -8,13 +8,14 @@ transaction per batch.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, event, func, insert, select, text, tuple_, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, defer, selectinload
 from sqlalchemy.sql.dml import Update
@@ -22,10 +23,15 @@ from sqlalchemy.sql.dml import Update
 from ..fencing import Deposed, Fence
 from .models import AuditEvent, Cluster, Leadership, Placement, PlacementState, Workload, WorkloadState, utcnow
 
-__all__ = ["NewWorkload", "PlacementIntent", "RaceIntent", "Repo", "Transition"]
+__all__ = ["REPLICA_APPLICATION_NAME", "NewWorkload", "PlacementIntent", "RaceIntent", "Repo", "Transition"]
+
+log = logging.getLogger("dispatcher.store")
 
 #: The one row of the ``leadership`` table.
 LEADERSHIP_ROW = 1
+#: The PostgreSQL ``application_name`` of a leader-elected replica's sessions (``dispatcher run --leader-elect``):
+#: how a new leader finds a deposed one's transactions (:meth:`Repo.end_stale_writers`).
+REPLICA_APPLICATION_NAME = "kueue-dispatcher"
 
 
 @event.listens_for(Session, "before_commit")
@@ -126,7 +132,11 @@ class Repo:
 
     async def take_term(self, holder: str) -> int:
         """A takeover: raise the fencing term by one and return it. Waits for the open transactions of the
-        previous term (they hold the row FOR SHARE), so none of them can commit after this returns."""
+        previous term (they hold the row FOR SHARE), so none of them can commit after this returns. On
+        PostgreSQL the replicas' write transactions still open are ended first (:meth:`end_stale_writers`): a
+        deposed leader frozen in the middle of one would make the bump wait for as long as it stays frozen."""
+        if self.engine.dialect.name == "postgresql":
+            await self.end_stale_writers()
         now = utcnow()
         while True:
             async with self.engine.begin() as conn:
@@ -148,6 +158,34 @@ class Repo:
                 except IntegrityError:
                     continue  # another replica inserted it first: bump again
                 return 1
+
+    async def end_stale_writers(self) -> list[int]:
+        """End the other replicas' sessions (:data:`REPLICA_APPLICATION_NAME`) inside a write transaction, on
+        PostgreSQL; returns their backend pids. For a new leader, before it takes its term.
+
+        It holds the Lease, so no other replica may write now: such a transaction is a deposed leader's (or a
+        standby's, refused by its fence at commit). None of them may commit in the new term, and rolling one
+        back is what a crash of its replica would do. The server ends a session left *idle* in a transaction
+        (``idle_in_transaction_session_timeout``), but not one whose process stopped in the middle of a
+        statement: asyncpg prepares a statement (Parse, Describe, Flush: no Sync) before it binds and executes
+        it, and a process frozen in between (SIGSTOP, a VM pause) leaves its session ``active``, waiting for
+        the client, holding its locks for as long as it stays frozen: the fencing row FOR SHARE, which the
+        term bump waits for, and the rows it wrote, which the new leader's writes would wait for. A failure
+        (a role not allowed to end the others' sessions) is logged; the bump then waits as before."""
+        stale = text(
+            "WITH stale AS MATERIALIZED (SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND application_name = :name AND backend_xid IS NOT NULL)"
+            " SELECT pid FROM stale WHERE pg_terminate_backend(pid)"
+        )
+        try:
+            async with self.engine.begin() as conn:
+                ended = [int(pid) for pid in (await conn.execute(stale, {"name": REPLICA_APPLICATION_NAME})).scalars()]
+        except DBAPIError as exc:
+            log.warning("could not end the write transactions of other replicas (%s); waiting for them", exc)
+            return []
+        if ended:
+            log.warning("ended %d write transaction(s) of a deposed leader (sessions %s)", len(ended), ended)
+        return ended
 
     async def leadership(self) -> tuple[int, str | None, datetime | None]:
         """(term, holder, when it was taken); (0, None, None) before any takeover."""

@@ -134,3 +134,47 @@ async def test_a_race_records_every_copy_first_and_settles_in_one_transaction(re
     }
     opened = {p.id for p in await repo.open_placements()}
     assert opened == {pids["worker-2"]}
+
+
+async def test_a_takeover_ends_a_frozen_replica_mid_statement_and_spares_other_sessions(pg_url: str) -> None:
+    """A replica frozen between asyncpg's prepare (Parse, Describe, Flush: no Sync) and its execute holds the
+    fencing row FOR SHARE in a session the server keeps "active" forever (no idle timeout applies): the next
+    leader's term bump ends it instead of waiting for it. Sessions of anything else are left alone."""
+    import asyncio
+
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    from dispatcher.store.repo import REPLICA_APPLICATION_NAME
+
+    raw_url = make_url(pg_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    replica = {"server_settings": {"application_name": REPLICA_APPLICATION_NAME}}
+    engine = make_engine(pg_url, connect_args=replica)
+    await upgrade(engine)
+    frozen = await asyncpg.connect(raw_url, **replica)
+    bystander = await asyncpg.connect(raw_url, server_settings={"application_name": "an operator's psql"})
+    try:
+        repo = Repo(engine)
+        term = await repo.take_term("old")
+        await frozen.execute("BEGIN")
+        assert await frozen.fetchval("SELECT term FROM leadership WHERE id = 1 FOR SHARE") == term
+        await frozen.prepare("INSERT INTO events (at, type, message) VALUES (now(), 'X', $1)")  # and it stops here
+        await bystander.execute("BEGIN")
+        await bystander.execute(
+            "INSERT INTO clusters (name, health, cordoned, epoch, updated_at)"
+            " VALUES ('other', 'Ready', false, 0, now())"
+        )
+        state = await bystander.fetchval("SELECT state FROM pg_stat_activity WHERE pid = $1", frozen.get_server_pid())
+        assert state == "active"
+
+        assert await asyncio.wait_for(repo.take_term("new"), 10) == term + 1
+        with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):
+            await frozen.fetchval("SELECT 1")
+        assert await bystander.fetchval("SELECT count(*) FROM clusters WHERE name = 'other'") == 1
+        await bystander.execute("ROLLBACK")
+        now_term, holder, _ = await repo.leadership()
+        assert (now_term, holder) == (term + 1, "new")
+    finally:
+        frozen.terminate()
+        await bystander.close()
+        await engine.dispose()
