@@ -129,6 +129,10 @@ def _gpu_shape(template: Mapping[str, Any]) -> tuple[Any, ...]:
     return (selected, tuple(containers))
 
 
+_SHAPES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_SHAPES_LIMIT = 65_536
+
+
 @dataclass(slots=True)
 class PendingWorkload:
     """A workload waiting for a worker, as the engine and the pending queue see it."""
@@ -155,7 +159,12 @@ class PendingWorkload:
     def shape(self) -> tuple[Any, ...]:
         """Everything a worker's verdict depends on (cache key)."""
         if self._shape is None:
-            self._shape = (self.namespace, self.queue, self.priority, tuple(ps.shape() for ps in self.pod_sets))
+            shape = (self.namespace, self.queue, self.priority, tuple(ps.shape() for ps in self.pod_sets))
+            # One tuple per distinct shape, shared by every workload of that shape (100,000 workloads of a few
+            # hundred shapes would otherwise hold 100,000 copies).
+            if len(_SHAPES) >= _SHAPES_LIMIT:
+                _SHAPES.clear()
+            self._shape = _SHAPES.setdefault(shape, shape)
         return self._shape
 
     @property
