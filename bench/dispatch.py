@@ -36,6 +36,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ from _common import emit, machine, machine_line, median, parser, percentile, rnd
 from dispatcher import labels as L
 from dispatcher.adapters.job import JobAdapter
 from dispatcher.config import DispatcherConfig, load_config
-from dispatcher.kube.client import ClusterClient, connect
+from dispatcher.kube.client import ClusterClient, KubeError, connect
 from dispatcher.live import Live
 from dispatcher.placement.engine import Decision
 from dispatcher.service import Dispatcher
@@ -90,7 +91,20 @@ async def _submit(manager: ClusterClient, names: list[str], labelled: bool, conc
 
     async def one(name: str) -> Obj:
         async with sem:
-            return await manager.create(JOBS, NAMESPACE, _job(name, labelled))
+            delay = 0.2
+            while True:  # retried on a timeout, as a user's client would (a create that landed: read it back)
+                try:
+                    created: Obj = await manager.create(JOBS, NAMESPACE, _job(name, labelled))
+                    return created
+                except KubeError as exc:
+                    if exc.already_exists:
+                        found = await manager.get(JOBS, NAMESPACE, name)
+                        if found is not None:
+                            return found
+                    if not exc.transient:
+                        raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
 
     return await asyncio.gather(*(one(n) for n in names))
 
@@ -247,6 +261,24 @@ class Bench:
         return [self.placed_at[n] - submitted[n] for n in names]
 
 
+async def _with_retries(call: Callable[[], Awaitable[Any]], *, created: bool = False) -> None:
+    """An API call of the floor, retried on a transient error (a timeout when the simulator falls behind on a
+    10,000-job burst) as the dispatcher retries its own; a create that had landed before its answer was lost
+    answers AlreadyExists the second time, which counts as done."""
+    delay = 0.2
+    while True:
+        try:
+            await call()
+            return
+        except KubeError as exc:
+            if created and exc.already_exists:
+                return
+            if not exc.transient:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
 async def floor(config: DispatcherConfig, prefix: str, n: int, concurrency: int, sim_pid: int) -> dict[str, float]:
     """The API calls alone: create each copy on a worker (round robin), patch the manager Job."""
     manager = await connect("floor-manager", config.manager)
@@ -261,7 +293,7 @@ async def floor(config: DispatcherConfig, prefix: str, n: int, concurrency: int,
             meta = obj["metadata"]
             body = adapter.remote_copy(obj, {BENCH_LABEL: "true", L.QUEUE_NAME: "user-queue"}, {})
             async with sem:
-                await workers[i % len(workers)].create(JOBS, NAMESPACE, body)
+                await _with_retries(lambda: workers[i % len(workers)].create(JOBS, NAMESPACE, body), created=True)
                 patch = {
                     "metadata": {
                         "annotations": {
@@ -271,7 +303,7 @@ async def floor(config: DispatcherConfig, prefix: str, n: int, concurrency: int,
                         }
                     }
                 }
-                await manager.patch(JOBS, NAMESPACE, meta["name"], patch)
+                await _with_retries(lambda: manager.patch(JOBS, NAMESPACE, meta["name"], patch))
 
         start, cpu = time.monotonic(), Cpu(sim_pid)
         await asyncio.gather(*(dispatch(i, o) for i, o in enumerate(objs)))
