@@ -86,25 +86,30 @@ def _job(name: str, labelled: bool) -> Obj:
     }
 
 
+async def _create_job(manager: ClusterClient, name: str, labelled: bool) -> Obj:
+    """Submit one Job, retried on a timeout as a user's client would (a create that landed: read it back)."""
+    delay = 0.2
+    while True:
+        try:
+            created: Obj = await manager.create(JOBS, NAMESPACE, _job(name, labelled))
+            return created
+        except KubeError as exc:
+            if exc.already_exists:
+                found = await manager.get(JOBS, NAMESPACE, name)
+                if found is not None:
+                    return found
+            elif not exc.transient:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
 async def _submit(manager: ClusterClient, names: list[str], labelled: bool, concurrency: int = 32) -> list[Obj]:
     sem = asyncio.Semaphore(concurrency)
 
     async def one(name: str) -> Obj:
         async with sem:
-            delay = 0.2
-            while True:  # retried on a timeout, as a user's client would (a create that landed: read it back)
-                try:
-                    created: Obj = await manager.create(JOBS, NAMESPACE, _job(name, labelled))
-                    return created
-                except KubeError as exc:
-                    if exc.already_exists:
-                        found = await manager.get(JOBS, NAMESPACE, name)
-                        if found is not None:
-                            return found
-                    if not exc.transient:
-                        raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+            return await _create_job(manager, name, labelled)
 
     return await asyncio.gather(*(one(n) for n in names))
 
@@ -255,7 +260,7 @@ class Bench:
         for i, name in enumerate(names):
             await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
             submitted[name] = time.monotonic()
-            tasks.append(asyncio.create_task(self.manager.create(JOBS, NAMESPACE, _job(name, True))))
+            tasks.append(asyncio.create_task(_create_job(self.manager, name, True)))
         await asyncio.gather(*tasks)
         await self.wait_placed(names, 600)
         return [self.placed_at[n] - submitted[n] for n in names]
