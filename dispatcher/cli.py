@@ -64,6 +64,41 @@ def _cmd_sim_up(args: argparse.Namespace) -> int:
         raise UsageError(f"--topology {args.topology or '(default)'}: {exc}") from None
 
 
+# -- rig (real components) ------------------------------------------------------------------------------
+
+
+def _cmd_rig_up(args: argparse.Namespace) -> int:
+    if not args.real:
+        return _cmd_sim_up(args)
+    from .rig.up import RigError, run_rig_up
+    from .rig.world import RealWorldOptions
+    from .sim.topology import TopologyError, load_topology
+
+    if args.workers < 1:
+        raise UsageError(f"--workers must be at least 1, got {args.workers}")
+    if args.gpu_workers < 0 or args.gpu_workers > args.workers:
+        raise UsageError(f"--gpu-workers must be between 0 and --workers ({args.workers}), got {args.gpu_workers}")
+    try:
+        topology = load_topology(Path(args.topology)) if args.topology else None
+    except (OSError, TopologyError) as exc:
+        raise UsageError(f"--topology {args.topology}: {exc}") from None
+    options = RealWorldOptions(workers=args.workers, gpu_workers=args.gpu_workers, run_seconds=args.run_seconds)
+    try:
+        return asyncio.run(run_rig_up(options, Path(args.dir).resolve(), bin_dir=args.bin_dir, topology=topology))
+    except RigError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _cmd_rig_down(args: argparse.Namespace) -> int:
+    from .rig.up import RigError, rig_down
+
+    try:
+        print(rig_down(Path(args.dir).resolve()))
+    except RigError as exc:
+        raise UsageError(str(exc)) from None
+    return 0
+
+
 # -- db ----------------------------------------------------------------------------------------------
 
 
@@ -411,6 +446,27 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--run-seconds", type=float, default=2.0, help="default run time of a simulated pod")
     up.add_argument("--manager-kueue", action="store_true", help="also run the Kueue emulation on the manager")
     up.set_defaults(func=_cmd_sim_up)
+
+    rig = sub.add_parser("rig", help="clusters to run the dispatcher against: simulated, or real components (--real)")
+    rig_sub = rig.add_subparsers(dest="rig_command", required=True)
+    rup = rig_sub.add_parser(
+        "up", help="start a manager and N workers; write kubeconfigs and clusters.yaml (as `sim up` does)"
+    )
+    rup.add_argument(
+        "--real",
+        action="store_true",
+        help="real kube-apiserver, etcd, controller manager, scheduler, kwok, Kueue and JobSet built by rig/build.sh",
+    )
+    rup.add_argument("--workers", type=int, default=2, help="worker clusters (default 2)")
+    rup.add_argument("--gpu-workers", type=int, default=0, help="how many of the last workers have GPU nodes")
+    rup.add_argument("--dir", required=True, help="directory for kubeconfigs, clusters.yaml, state and logs")
+    rup.add_argument("--topology", help="YAML file replacing the default nodes and Kueue objects")
+    rup.add_argument("--run-seconds", type=float, default=2.0, help="default run time of a pod")
+    rup.add_argument("--bin-dir", help="folder of the built components (default $DISPATCHER_RIG_BIN, else rig/.bin)")
+    rup.set_defaults(func=_cmd_rig_up, manager_kueue=False)
+    rdown = rig_sub.add_parser("down", help="stop the rig started with `rig up --real --dir D`; nothing is left running")
+    rdown.add_argument("--dir", required=True)
+    rdown.set_defaults(func=_cmd_rig_down)
 
     run = sub.add_parser("run", help="run the dispatcher service until SIGTERM")
     run.add_argument("--config", required=True, help="clusters.yaml")

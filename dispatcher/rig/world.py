@@ -1,0 +1,197 @@
+"""The real rig: a manager and N workers (real Kubernetes components), the files every command reads, and an admin
+endpoint for faults — the same files and the same admin API as ``dispatcher sim up``, so that the dispatcher,
+``drill``, the tests and kubectl take either rig."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from ..sim.topology import Topology, default_topology
+from .binaries import RigBinaries
+from .cluster import ClusterPlan, RealCluster, rig_json
+from .process import ComponentError
+
+__all__ = ["FAULT_MODES", "RealWorld", "RealWorldOptions"]
+
+Obj = dict[str, Any]
+
+FAULT_MODES = ("none", "stop", "down", "partition", "restart")
+
+
+@dataclass(frozen=True)
+class RealWorldOptions:
+    workers: int = 2
+    gpu_workers: int = 0
+    run_seconds: float = 2.0
+    admin_port: int = 0
+
+
+class RealWorld:
+    def __init__(
+        self, options: RealWorldOptions, directory: Path, binaries: RigBinaries, topology: Topology | None = None
+    ) -> None:
+        self.options = options
+        self.directory = directory
+        self.binaries = binaries
+        self.topology = topology or default_topology()
+        jobset = binaries.has("jobset")
+        self.manager = RealCluster(
+            ClusterPlan("manager", worker=False), directory, binaries, self.topology, run_seconds=options.run_seconds
+        )
+        self.workers = [
+            RealCluster(
+                ClusterPlan(
+                    f"worker-{i}",
+                    worker=True,
+                    gpu=i > options.workers - options.gpu_workers,
+                    kueue=True,
+                    jobset=jobset,
+                ),
+                directory,
+                binaries,
+                self.topology,
+                run_seconds=options.run_seconds,
+            )
+            for i in range(1, options.workers + 1)
+        ]
+        self.admin_url = ""
+        self._admin: web.AppRunner | None = None
+
+    @property
+    def clusters(self) -> list[RealCluster]:
+        return [self.manager, *self.workers]
+
+    def cluster(self, name: str) -> RealCluster:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    async def start(self) -> None:
+        """Every cluster at once (each waits on its own components); on a failure everything started is stopped."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        results = await asyncio.gather(*(c.start() for c in self.clusters), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            await self.stop()
+            first = errors[0]
+            if isinstance(first, ComponentError | FileNotFoundError | OSError):
+                raise ComponentError(str(first)) from None
+            raise first
+        await self._start_admin()
+        await asyncio.to_thread(self.write_files)
+
+    async def stop(self) -> None:
+        if self._admin is not None:
+            await self._admin.cleanup()
+            self._admin = None
+        await asyncio.gather(*(c.stop() for c in self.clusters), return_exceptions=True)
+        with contextlib.suppress(FileNotFoundError):
+            (self.directory / "rig.json").unlink()
+
+    # -- files -------------------------------------------------------------------------------------
+
+    def write_files(self) -> None:
+        """Kubeconfigs (admin, and the dispatcher's least-privilege ones), ``clusters.yaml`` and ``rig.json``."""
+        for c in self.clusters:
+            c.write_kubeconfigs()
+        config = {
+            "manager": {"kubeconfig": str(self.manager.dispatcher_kubeconfig_path.resolve()), "context": "manager"},
+            "workers": [
+                {
+                    "name": w.name,
+                    "kubeconfig": str(w.dispatcher_kubeconfig_path.resolve()),
+                    "context": w.name,
+                    "labels": {"gpu": "true" if w.plan.gpu else "false", "zone": f"zone-{(i % 3) + 1}"},
+                }
+                for i, w in enumerate(self.workers)
+            ],
+            "policy": {"mode": "binpack", "admissionTimeout": "120s", "lostTimeout": "60s"},
+        }
+        (self.directory / "clusters.yaml").write_text(
+            "# Written by `dispatcher rig up --real`: the dispatcher's configuration for these real clusters. It uses\n"
+            "# the dispatcher's own least-privilege credentials (<cluster>.dispatcher.kubeconfig); <cluster>.kubeconfig\n"
+            "# is an administrator's, for kubectl.\n" + yaml.safe_dump(config, sort_keys=False)
+        )
+        self.write_state()
+
+    def write_state(self) -> None:
+        (self.directory / "rig.json").write_text(rig_json(self.clusters, self.admin_url, os.getpid()))
+
+    # -- admin -------------------------------------------------------------------------------------
+
+    async def _start_admin(self) -> None:
+        app = web.Application()
+        app.router.add_get("/clusters", self._admin_list)
+        app.router.add_post("/clusters/{name}/fault", self._admin_fault)
+        app.router.add_post("/clusters/{name}/components/{component}", self._admin_component)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", self.options.admin_port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.admin_url = f"http://127.0.0.1:{port}"
+        self._admin = runner
+
+    async def _admin_list(self, request: web.Request) -> web.Response:
+        return web.json_response(
+            [
+                {"name": c.name, "url": c.url, "fault": c.fault, "running": c.procs["apiserver"].running}
+                for c in self.clusters
+            ]
+        )
+
+    async def _body(self, request: web.Request) -> Obj:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            raise web.HTTPBadRequest(text='{"error": "body must be JSON"}', content_type="application/json") from None
+        if not isinstance(body, dict):
+            raise web.HTTPBadRequest(text='{"error": "body must be a JSON object"}', content_type="application/json")
+        return body
+
+    async def _admin_fault(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        try:
+            cluster = self.cluster(name)
+        except KeyError:
+            return web.json_response({"error": f"no cluster named {name!r}"}, status=404)
+        body = await self._body(request)
+        mode = body.get("mode")
+        if mode not in FAULT_MODES:
+            return web.json_response(
+                {"error": f"mode must be one of {', '.join(FAULT_MODES)} on the real rig, got {mode!r}"}, status=400
+            )
+        try:
+            await cluster.set_fault(str(mode), downtime=float(body.get("downtime", 0.5)))
+        except (TypeError, ValueError, ComponentError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        await asyncio.to_thread(self.write_state)
+        return web.json_response({"name": name, "fault": cluster.fault})
+
+    async def _admin_component(self, request: web.Request) -> web.Response:
+        name, component = request.match_info["name"], request.match_info["component"]
+        try:
+            cluster = self.cluster(name)
+        except KeyError:
+            return web.json_response({"error": f"no cluster named {name!r}"}, status=404)
+        body = await self._body(request)
+        try:
+            await cluster.component(component, str(body.get("action")))
+        except KeyError:
+            return web.json_response({"error": f"{name} runs no component {component!r}"}, status=404)
+        except (ValueError, ComponentError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        await asyncio.to_thread(self.write_state)
+        return web.json_response({"name": name, "component": component, "running": cluster.procs[component].running})
