@@ -464,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
     rup.add_argument("--run-seconds", type=float, default=2.0, help="default run time of a pod")
     rup.add_argument("--bin-dir", help="folder of the built components (default $DISPATCHER_RIG_BIN, else rig/.bin)")
     rup.set_defaults(func=_cmd_rig_up, manager_kueue=False)
-    rdown = rig_sub.add_parser("down", help="stop the rig started with `rig up --real --dir D`; nothing is left running")
+    rdown = rig_sub.add_parser("down", help="stop the rig of `rig up --real --dir D`; nothing is left running")
     rdown.add_argument("--dir", required=True)
     rdown.set_defaults(func=_cmd_rig_down)
 

@@ -26,6 +26,7 @@ from . import labels as L
 from .adapters.base import Adapter, RemotePhase
 from .kube.client import ClusterClient, KubeError
 from .live import Live
+from .patch_util import merge_patch_to
 from .store.models import PlacementState, WorkloadState
 
 __all__ = ["Observation", "RemoteSnapshot", "manager_report", "observe"]
@@ -149,5 +150,12 @@ async def write_manager(
     new_status = adapter.manager_status(local, remote)
     if new_status is None or live.reported.get("status") == new_status:
         return
-    await manager.patch(res, live.namespace, live.name, {"status": new_status}, subresource="status")
+    # Replace, not merge: what the worker no longer reports must go (a finished Job with a leftover ``active``
+    # or ``uncountedTerminatedPods`` is refused by the API server). The base is the manager's status as last
+    # seen, plus what we wrote last (the informer may not have seen that write yet).
+    base = dict((local.get("status") or {}) if isinstance(local.get("status"), dict) else {})
+    for key, value in (live.reported.get("status") or {}).items():
+        base.setdefault(key, value)
+    patch = merge_patch_to(base, new_status)
+    await manager.patch(res, live.namespace, live.name, {"status": patch}, subresource="status")
     live.reported["status"] = new_status

@@ -8,8 +8,10 @@ from pathlib import Path
 
 __all__ = ["BUILD_HINT", "RigBinaries", "find_binaries"]
 
-BUILD_HINT = "build them with `bash rig/build.sh` (Go >= 1.26 and the Go module proxy), or point --bin-dir or " \
+BUILD_HINT = (
+    "build them with `bash rig/build.sh` (Go >= 1.26 and the Go module proxy), or point --bin-dir or "
     "DISPATCHER_RIG_BIN at a folder that holds them"
+)
 
 #: Every binary the rig needs, by component.
 REQUIRED = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kueue")

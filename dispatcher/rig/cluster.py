@@ -15,6 +15,7 @@ import json
 import secrets
 import socket
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,8 @@ class RealCluster:
         self.dispatcher_token = ""
         self.fault = "none"
         self.pki: ClusterPki | None = None
+        #: Called whenever a component (re)starts: the world rewrites rig.json with the pids.
+        self.on_change: Callable[[], None] | None = None
         self._client: ClusterClient | None = None
 
     # -- files -------------------------------------------------------------------------------------
@@ -115,7 +118,9 @@ class RealCluster:
         return {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": self.name, "cluster": {"server": self.url, "certificate-authority-data": self.pki.ca_data}}],
+            "clusters": [
+                {"name": self.name, "cluster": {"server": self.url, "certificate-authority-data": self.pki.ca_data}}
+            ],
             "users": [{"name": user, "user": credentials}],
             "contexts": [{"name": ctx, "context": {"cluster": self.name, "user": user, "namespace": "default"}}],
             "current-context": ctx,
@@ -156,6 +161,7 @@ class RealCluster:
 
     def _process(self, name: str, argv: list[str], *, env: dict[str, str] | None = None) -> Process:
         proc = Process(self.name, name, argv, self.dir / "logs" / f"{name}.log", env=env)
+        proc.on_start = self.on_change
         self.procs[name] = proc
         return proc
 
@@ -169,8 +175,18 @@ class RealCluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.dir.chmod(0o700)
         self.pki = await asyncio.to_thread(ClusterPki, self.name, self.dir / "pki")
-        for key in ("etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kwok", "kueue-webhook",
-                    "kueue-probe", "jobset-webhook", "jobset-probe"):
+        for key in (
+            "etcd",
+            "etcd-peer",
+            "apiserver",
+            "controller-manager",
+            "scheduler",
+            "kwok",
+            "kueue-webhook",
+            "kueue-probe",
+            "jobset-webhook",
+            "jobset-probe",
+        ):
             self.ports[key] = free_port()
         await self._start_etcd()
         await self._start_apiserver()
@@ -209,7 +225,10 @@ class RealCluster:
         await proc.start()
 
         async def healthy() -> bool:
-            async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{c}/health", timeout=aiohttp.ClientTimeout(total=2)) as r:
+            async with (
+                aiohttp.ClientSession() as s,
+                s.get(f"http://127.0.0.1:{c}/health", timeout=aiohttp.ClientTimeout(total=2)) as r,
+            ):
                 return r.status == 200 and (await r.json(content_type=None)).get("health") == "true"
 
         await proc.wait_ready(healthy, timeout=30)
@@ -217,9 +236,17 @@ class RealCluster:
     def _apiserver_argv(self) -> list[str]:
         assert self.pki is not None
         serving = self.pki.serving(
-            "apiserver", "kube-apiserver",
-            ("127.0.0.1", "localhost", "10.96.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-             "kubernetes.default.svc.cluster.local"),
+            "apiserver",
+            "kube-apiserver",
+            (
+                "127.0.0.1",
+                "localhost",
+                "10.96.0.1",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ),
         )
         tokens = self.dir / "tokens.csv"
         write_private(tokens, f'{self.token},rig-admin,rig-admin,"system:masters"\n')
@@ -252,13 +279,15 @@ class RealCluster:
             self.procs["apiserver"] = self.procs.pop("kube-apiserver")
         proc = self.procs["apiserver"]
         await proc.start()
-        ctx = ssl.create_default_context(cafile=str(self.pki.ca_file)) if self.pki else None
+        assert self.pki is not None
+        ctx = ssl.create_default_context(cafile=str(self.pki.ca_file))
         headers = {"Authorization": f"Bearer {self.token}"}
 
         async def ready() -> bool:
-            async with aiohttp.ClientSession() as s, s.get(
-                f"{self.url}/readyz", ssl=ctx, headers=headers, timeout=aiohttp.ClientTimeout(total=3)
-            ) as r:
+            async with (
+                aiohttp.ClientSession() as s,
+                s.get(f"{self.url}/readyz", ssl=ctx, headers=headers, timeout=aiohttp.ClientTimeout(total=3)) as r,
+            ):
                 return r.status == 200
 
         await proc.wait_ready(ready, timeout=90)
@@ -358,10 +387,17 @@ class RealCluster:
 
     async def _start_kueue(self, applier: Applier) -> None:
         assert self.pki is not None
-        webhook_ca = await asyncio.to_thread(ClusterPki, f"{self.name}-kueue", self.dir / "pki-kueue",
-                                             ca_dns="kueue-ca", service_accounts=False)
-        cert, key = write_serving_files(webhook_ca, "kueue-webhook", "kueue-webhook-service", KUEUE_NAMESPACE,
-                                        self.dir / "kueue-certs")
+        webhook_ca = await asyncio.to_thread(
+            ClusterPki,
+            f"{self.name}-kueue",
+            self.dir / "pki-kueue",
+            ca_dns="kueue-ca",
+            service_accounts=False,
+            rsa_ca=True,
+        )
+        cert, key = write_serving_files(
+            webhook_ca, "kueue-webhook", "kueue-webhook-service", KUEUE_NAMESPACE, self.dir / "kueue-certs"
+        )
         config = self.kueue_configuration()
         path = self.dir / "kueue-config.yaml"
         await asyncio.to_thread(path.write_text, dump(config))
@@ -378,21 +414,27 @@ class RealCluster:
         # The CRDs' conversion webhooks were pointed at this port with the cluster CA; the rotator injects its own.
         for hook in webhook_configurations(
             self.binaries.manifests / "kueue" / "webhook" / "manifests.yaml",
-            prefix="kueue", port=self.ports["kueue-webhook"], ca_data=webhook_ca.ca_data,
+            prefix="kueue",
+            port=self.ports["kueue-webhook"],
+            ca_data=webhook_ca.ca_data,
         ):
             await applier.create(hook)
         await self._process(
             "kueue",
             [str(self.binaries.path("kueue")), f"--config={path}", "--feature-gates=VisibilityOnDemand=false"],
-            env={"KUBECONFIG": str(self._component_kubeconfig("kueue", "kueue-controller-manager", ("system:masters",)))},
+            env={
+                "KUBECONFIG": str(self._component_kubeconfig("kueue", "kueue-controller-manager", ("system:masters",)))
+            },
         ).start()
 
     async def _start_jobset(self) -> None:
         assert self.pki is not None
-        write_serving_files(self.pki, "jobset-webhook", "jobset-webhook-service", JOBSET_NAMESPACE,
-                            self.dir / "jobset-certs")
+        write_serving_files(
+            self.pki, "jobset-webhook", "jobset-webhook-service", JOBSET_NAMESPACE, self.dir / "jobset-certs"
+        )
         config = jobset_config(
-            webhook_port=self.ports["jobset-webhook"], probe_port=self.ports["jobset-probe"],
+            webhook_port=self.ports["jobset-webhook"],
+            probe_port=self.ports["jobset-probe"],
             cert_dir=self.dir / "jobset-certs",
         )
         path = self.dir / "jobset-config.yaml"
@@ -400,13 +442,19 @@ class RealCluster:
         applier = Applier(self.client)
         for hook in webhook_configurations(
             self.binaries.manifests / "jobset" / "webhook" / "manifests.yaml",
-            prefix="jobset", port=self.ports["jobset-webhook"], ca_data=self.pki.ca_data,
+            prefix="jobset",
+            port=self.ports["jobset-webhook"],
+            ca_data=self.pki.ca_data,
         ):
             await applier.create(hook)
         await self._process(
             "jobset",
             [str(self.binaries.path("jobset")), f"--config={path}"],
-            env={"KUBECONFIG": str(self._component_kubeconfig("jobset", "jobset-controller-manager", ("system:masters",)))},
+            env={
+                "KUBECONFIG": str(
+                    self._component_kubeconfig("jobset", "jobset-controller-manager", ("system:masters",))
+                )
+            },
         ).start()
 
     async def _wait_controllers(self) -> None:
@@ -415,29 +463,44 @@ class RealCluster:
 
         def probe(url: str, verify: ssl.SSLContext | bool) -> Any:
             async def check() -> bool:
-                async with aiohttp.ClientSession() as s, s.get(url, ssl=verify, timeout=aiohttp.ClientTimeout(total=2)) as r:
+                async with (
+                    aiohttp.ClientSession() as s,
+                    s.get(url, ssl=verify, timeout=aiohttp.ClientTimeout(total=2)) as r,
+                ):
                     return r.status == 200
 
             return check
 
-        waits = [self.procs["kube-controller-manager"].wait_ready(
-            probe(f"https://127.0.0.1:{self.ports['controller-manager']}/healthz", ctx), timeout=60)]
+        waits = [
+            self.procs["kube-controller-manager"].wait_ready(
+                probe(f"https://127.0.0.1:{self.ports['controller-manager']}/healthz", ctx), timeout=60
+            )
+        ]
         if self.plan.worker:
-            waits.append(self.procs["kube-scheduler"].wait_ready(
-                probe(f"https://127.0.0.1:{self.ports['scheduler']}/healthz", ctx), timeout=60))
+            waits.append(
+                self.procs["kube-scheduler"].wait_ready(
+                    probe(f"https://127.0.0.1:{self.ports['scheduler']}/healthz", ctx), timeout=60
+                )
+            )
             waits.append(self.procs["kwok"].wait_ready(self._nodes_ready, timeout=60))
-        if self.plan.kueue:
-            waits.append(self.procs["kueue"].wait_ready(
-                probe(f"http://127.0.0.1:{self.ports['kueue-probe']}/readyz", True), timeout=90))
-        if self.plan.jobset:
-            waits.append(self.procs["jobset"].wait_ready(
-                probe(f"http://127.0.0.1:{self.ports['jobset-probe']}/readyz", True), timeout=90))
+        # Readiness, then the webhook port: Kueue first runs a bootstrap manager whose /readyz has no checks.
+        for name in ("kueue", "jobset"):
+            if name in self.procs:
+                ready = probe(f"http://127.0.0.1:{self.ports[name + '-probe']}/readyz", True)
+                waits.append(
+                    self.procs[name].wait_ready(_both(ready, _listening(self.ports[name + "-webhook"])), timeout=90)
+                )
         await asyncio.gather(*waits)
 
     async def _nodes_ready(self) -> bool:
         nodes = (await self.client.list(Resource("", "v1", "nodes", "Node", namespaced=False))).get("items") or []
+
         def ready(n: Obj) -> bool:
-            return any(c.get("type") == "Ready" and c.get("status") == "True" for c in (n.get("status") or {}).get("conditions") or [])
+            return any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (n.get("status") or {}).get("conditions") or []
+            )
+
         return bool(nodes) and all(ready(n) for n in nodes)
 
     async def _load_objects(self, applier: Applier) -> None:
@@ -453,7 +516,9 @@ class RealCluster:
                     break
                 except KubeError as exc:
                     if attempt == 59 or not (exc.code >= 500 or "webhook" in exc.message):
-                        raise ComponentError(f"{self.name}: {obj['kind']} {obj['metadata'].get('name')}: {exc}") from None
+                        raise ComponentError(
+                            f"{self.name}: {obj['kind']} {obj['metadata'].get('name')}: {exc}"
+                        ) from None
                     await asyncio.sleep(0.5)
 
     async def _dispatcher_identity(self, applier: Applier) -> None:
@@ -464,8 +529,11 @@ class RealCluster:
         answer = await self.client.request(
             "POST",
             SERVICE_ACCOUNTS.path(namespace, "kueue-dispatcher", "token"),
-            body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                  "spec": {"expirationSeconds": 30 * 24 * 3600}},
+            body={
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 30 * 24 * 3600},
+            },
         )
         self.dispatcher_token = str(answer["status"]["token"])
 
@@ -517,7 +585,9 @@ class RealCluster:
             await self._start_apiserver()
             mode = "none"
         else:
-            raise ValueError(f"fault mode {mode!r} is not available on the real rig (stop, down, partition, restart, none)")
+            raise ValueError(
+                f"fault mode {mode!r} is not available on the real rig (stop, down, partition, restart, none)"
+            )
         self.fault = mode
 
     async def component(self, name: str, action: str) -> None:
@@ -541,7 +611,9 @@ class RealCluster:
 
     def unexpected_exits(self) -> list[ComponentError]:
         """Components that exited on their own (not stopped by a fault or ``rig down``)."""
-        return [p.failure() for p in self.procs.values() if p.proc is not None and not p.running and not p.expected_exit]
+        return [
+            p.failure() for p in self.procs.values() if p.proc is not None and not p.running and not p.expected_exit
+        ]
 
     # -- stop --------------------------------------------------------------------------------------
 
@@ -555,6 +627,25 @@ class RealCluster:
         for name in order:
             if name in self.procs:
                 await self.procs[name].stop()
+
+
+def _listening(port: int) -> Any:
+    async def check() -> bool:
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 1.0)
+        except (OSError, TimeoutError):
+            return False
+        writer.close()
+        return True
+
+    return check
+
+
+def _both(first: Any, second: Any) -> Any:
+    async def check() -> bool:
+        return bool(await first() and await second())
+
+    return check
 
 
 def rig_json(clusters: list[RealCluster], admin: str, pid: int) -> str:

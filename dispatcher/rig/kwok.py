@@ -89,8 +89,8 @@ def _exit_stage(default_run_seconds: float) -> Obj:
 def stages(manifests: Path, *, default_run_seconds: float) -> list[Obj]:
     """kwok's stages with fixed short delays, and the pod-exit stage."""
     out = []
-    for stage in load_manifests(*(manifests / f"{name}.yaml" for name in KWOK_STAGES)):
-        stage = copy.deepcopy(stage)
+    for loaded in load_manifests(*(manifests / f"{name}.yaml" for name in KWOK_STAGES)):
+        stage = copy.deepcopy(loaded)
         delay = stage["spec"].get("delay")
         if delay is not None and stage["metadata"]["name"] != "node-heartbeat-with-lease":
             delay.pop("jitterDurationMilliseconds", None)
@@ -109,7 +109,11 @@ def _hami_annotations(node: str, gpus: GpuSpec) -> dict[str, str]:
     half = -(-gpus.count // 2)
     devices = [
         register_device(
-            gpu_uuid(node, i), i, gpus.memory_mib, gpus.type, numa=(i // half if gpus.count > 1 else 0),
+            gpu_uuid(node, i),
+            i,
+            gpus.memory_mib,
+            gpus.type,
+            numa=(i // half if gpus.count > 1 else 0),
             split_count=gpus.split,
         )
         for i in range(gpus.count)

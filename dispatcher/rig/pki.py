@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 __all__ = ["CertPair", "ClusterPki", "write_private"]
@@ -33,7 +33,9 @@ def write_private(path: Path, data: bytes | str) -> None:
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _usage(*, ca: bool) -> x509.KeyUsage:
@@ -71,13 +73,26 @@ class CertPair:
 class ClusterPki:
     """The CA of one cluster and what it issues, kept under ``directory`` (created mode 0700)."""
 
-    def __init__(self, name: str, directory: Path, *, ca_dns: str | None = None, service_accounts: bool = True) -> None:
+    def __init__(
+        self,
+        name: str,
+        directory: Path,
+        *,
+        ca_dns: str | None = None,
+        service_accounts: bool = True,
+        rsa_ca: bool = False,
+    ) -> None:
         self.name = name
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         directory.chmod(0o700)
         self._now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
-        self._ca_key = ec.generate_private_key(ec.SECP256R1())
+        # cert-controller reads its CA key with x509.ParsePKCS1PrivateKey: an RSA key in PKCS#1 form.
+        self._ca_key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey = (
+            rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            if rsa_ca
+            else ec.generate_private_key(ec.SECP256R1())
+        )
         ca_name = x509.Name(
             [
                 x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kueue-dispatcher-rig"),
@@ -102,7 +117,11 @@ class ClusterPki:
             ca_builder = ca_builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(ca_dns)]), critical=False)
         self._ca_cert = ca_builder.sign(self._ca_key, hashes.SHA256())
         self.ca_pem = self._ca_cert.public_bytes(serialization.Encoding.PEM)
-        self.ca_key_pem = _key_pem(self._ca_key)
+        self.ca_key_pem = self._ca_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL if rsa_ca else serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
         self.ca_file = directory / "ca.crt"
         self.ca_file.write_bytes(self.ca_pem)
         self.sa_key_file = directory / "sa.key"

@@ -19,7 +19,9 @@ from pathlib import Path
 
 __all__ = ["ComponentError", "Process"]
 
-_IN_USE = re.compile(r"(?:bind|listen)[^\n]*?(?:127\.0\.0\.1|\[::\]|0\.0\.0\.0|localhost)?:(\d+)[^\n]*address already in use")
+_IN_USE = re.compile(
+    r"(?:bind|listen)[^\n]*?(?:127\.0\.0\.1|\[::\]|0\.0\.0\.0|localhost)?:(\d+)[^\n]*address already in use"
+)
 
 
 class ComponentError(RuntimeError):
@@ -41,6 +43,8 @@ class Process:
         self.proc: asyncio.subprocess.Process | None = None
         self.paused = False
         self.expected_exit = False
+        #: Called after each start (the rig rewrites rig.json with the new pid).
+        self.on_start: Callable[[], None] | None = None
 
     @property
     def label(self) -> str:
@@ -57,9 +61,11 @@ class Process:
     async def start(self) -> None:
         if self.running:
             return
-        binary = Path(self.argv[0])
-        if not binary.is_file() or not os.access(binary, os.X_OK):
-            raise ComponentError(f"{self.label}: {binary} is missing or not executable; build it with `bash rig/build.sh`")
+        binary = self.argv[0]
+        if not os.access(binary, os.X_OK):
+            raise ComponentError(
+                f"{self.label}: {binary} is missing or not executable; build it with `bash rig/build.sh`"
+            )
         self.log.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         if self.env:
@@ -78,6 +84,8 @@ class Process:
         finally:
             os.close(fd)
         self.paused = False
+        if self.on_start is not None:
+            self.on_start()
         self.expected_exit = False
 
     def tail(self, lines: int = 15) -> str:
@@ -102,9 +110,7 @@ class Process:
         last = "\n".join(tail.splitlines()[-12:])
         return ComponentError(f"{self.label} exited with code {code}; last lines of {self.log}:\n{last}")
 
-    async def wait_ready(
-        self, probe: Callable[[], Awaitable[bool]], *, timeout: float, interval: float = 0.2
-    ) -> None:
+    async def wait_ready(self, probe: Callable[[], Awaitable[bool]], *, timeout: float, interval: float = 0.2) -> None:
         """Wait until ``probe`` answers True; fail at once if the process exits, or after ``timeout``."""
         deadline = time.monotonic() + timeout
         while True:

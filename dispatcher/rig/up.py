@@ -28,8 +28,16 @@ def _table(world: RealWorld) -> str:
     rows = [("CLUSTER", "URL", "ROLE", "KUEUE", "JOBSET", "GPU")]
     for c in world.clusters:
         d = c.describe()
-        rows.append((d["name"], d["url"], d["role"], "yes" if d["kueue"] else "no", "yes" if d["jobset"] else "no",
-                     "yes" if d["gpu"] else "no"))
+        rows.append(
+            (
+                d["name"],
+                d["url"],
+                d["role"],
+                "yes" if d["kueue"] else "no",
+                "yes" if d["jobset"] else "no",
+                "yes" if d["gpu"] else "no",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows)
 
@@ -60,7 +68,9 @@ async def run_rig_up(
         with contextlib.suppress(ValueError, OSError):
             pid = int(json.loads(state.read_text()).get("pid", 0))
             if pid and _alive(pid):
-                raise RigError(f"a rig already runs in {directory} (pid {pid}); `dispatcher rig down --dir {directory}`")
+                raise RigError(
+                    f"a rig already runs in {directory} (pid {pid}); `dispatcher rig down --dir {directory}`"
+                )
     world = RealWorld(options, directory, binaries, topology)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -84,8 +94,10 @@ async def run_rig_up(
         except ComponentError as exc:
             raise RigError(str(exc)) from None
         print(_table(world))
-        print(f"\nready in {time.monotonic() - started:.1f} s; kubeconfigs and clusters.yaml in {directory}; "
-              f"fault admin endpoint {world.admin_url}; logs in {directory}/<cluster>/logs")
+        print(
+            f"\nready in {time.monotonic() - started:.1f} s; kubeconfigs and clusters.yaml in {directory}; "
+            f"fault admin endpoint {world.admin_url}; logs in {directory}/<cluster>/logs"
+        )
         print(f"try: kubectl --kubeconfig {directory / 'worker-1.kubeconfig'} get clusterqueues")
         sys.stdout.flush()
         await asyncio.to_thread((directory / "ready").write_text, "ready\n")

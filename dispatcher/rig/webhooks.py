@@ -94,7 +94,9 @@ def jobset_config(*, webhook_port: int, probe_port: int, cert_dir: Path) -> Obj:
     }
 
 
-def write_serving_files(pki: ClusterPki, stem: str, service: str, namespace: str, cert_dir: Path) -> tuple[bytes, bytes]:
+def write_serving_files(
+    pki: ClusterPki, stem: str, service: str, namespace: str, cert_dir: Path
+) -> tuple[bytes, bytes]:
     """A serving certificate for a webhook server on 127.0.0.1 (and its in-cluster Service name), written as
     ``tls.crt``/``tls.key`` into ``cert_dir`` where controller-runtime's webhook server reads them."""
     pair = pki.serving(stem, service, ("127.0.0.1", "localhost", f"{service}.{namespace}.svc"))
@@ -122,8 +124,8 @@ def kueue_secret(pki: ClusterPki, cert: bytes, key: bytes) -> Obj:
 def webhook_configurations(manifest: Path, *, prefix: str, port: int, ca_data: str) -> list[Obj]:
     """The project's webhook configurations with each Service reference turned into a loopback URL."""
     out = []
-    for obj in load_manifests(manifest):
-        obj = copy.deepcopy(obj)
+    for loaded in load_manifests(manifest):
+        obj = copy.deepcopy(loaded)
         obj["metadata"]["name"] = f"{prefix}-{obj['metadata']['name']}"
         for hook in obj.get("webhooks") or []:
             service = (hook.get("clientConfig") or {}).get("service") or {}

@@ -63,6 +63,8 @@ class RealWorld:
             )
             for i in range(1, options.workers + 1)
         ]
+        for c in self.clusters:
+            c.on_change = self.write_state
         self.admin_url = ""
         self._admin: web.AppRunner | None = None
 
@@ -79,6 +81,7 @@ class RealWorld:
     async def start(self) -> None:
         """Every cluster at once (each waits on its own components); on a failure everything started is stopped."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        self.write_state()  # rig.json from the first moment: `rig down` finds the pids of whatever has started
         results = await asyncio.gather(*(c.start() for c in self.clusters), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
@@ -94,9 +97,12 @@ class RealWorld:
         if self._admin is not None:
             await self._admin.cleanup()
             self._admin = None
-        await asyncio.gather(*(c.stop() for c in self.clusters), return_exceptions=True)
+        results = await asyncio.gather(*(c.stop() for c in self.clusters), return_exceptions=True)
         with contextlib.suppress(FileNotFoundError):
             (self.directory / "rig.json").unlink()
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
 
     # -- files -------------------------------------------------------------------------------------
 
@@ -118,9 +124,9 @@ class RealWorld:
             "policy": {"mode": "binpack", "admissionTimeout": "120s", "lostTimeout": "60s"},
         }
         (self.directory / "clusters.yaml").write_text(
-            "# Written by `dispatcher rig up --real`: the dispatcher's configuration for these real clusters. It uses\n"
-            "# the dispatcher's own least-privilege credentials (<cluster>.dispatcher.kubeconfig); <cluster>.kubeconfig\n"
-            "# is an administrator's, for kubectl.\n" + yaml.safe_dump(config, sort_keys=False)
+            "# Written by `dispatcher rig up --real`: the dispatcher's configuration for these real clusters.\n"
+            "# It uses the dispatcher's own least-privilege credentials (<cluster>.dispatcher.kubeconfig);\n"
+            "# <cluster>.kubeconfig is an administrator's, for kubectl.\n" + yaml.safe_dump(config, sort_keys=False)
         )
         self.write_state()
 
@@ -140,7 +146,7 @@ class RealWorld:
         await site.start()
         server = site._server
         assert server is not None
-        port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
         self.admin_url = f"http://127.0.0.1:{port}"
         self._admin = runner
 

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from .errors import ApiError, Cause, field_invalid
+from .job_status import validate_job_status
 from .patch import clone
 
 __all__ = ["STRATEGIES", "Strategy", "strategy_for"]
@@ -433,60 +434,7 @@ class JobStrategy(Strategy):
         return causes
 
     def validate_status(self, new: Obj, old: Obj) -> list[Cause]:
-        status, ostatus = new.get("status") or {}, old.get("status") or {}
-        causes: list[Cause] = []
-        complete, failed = _cond(status, "Complete"), _cond(status, "Failed")
-        if complete and not (_cond(status, "SuccessCriteriaMet") or _cond(ostatus, "SuccessCriteriaMet")):
-            causes.append(
-                Cause(
-                    "status.conditions",
-                    "Invalid value: cannot set Complete=True condition without the SuccessCriteriaMet=true condition",
-                )
-            )
-        if failed and not (_cond(status, "FailureTarget") or _cond(ostatus, "FailureTarget")):
-            causes.append(
-                Cause(
-                    "status.conditions",
-                    "Invalid value: cannot set Failed=True condition without the FailureTarget=true condition",
-                )
-            )
-        if complete and failed:
-            causes.append(
-                Cause("status.conditions", "Invalid value: cannot set Complete=True and Failed=true conditions")
-            )
-        if (complete or failed) and not status.get("startTime") and not (new.get("spec") or {}).get("suspend"):
-            causes.append(
-                Cause(
-                    "status.startTime", "Required value: startTime is required for finished job", "FieldValueRequired"
-                )
-            )
-        if complete and not status.get("completionTime"):
-            causes.append(
-                Cause(
-                    "status.completionTime",
-                    "Required value: completionTime is required for Complete jobs",
-                    "FieldValueRequired",
-                )
-            )
-        if status.get("completionTime") and not complete:
-            causes.append(
-                Cause(
-                    "status.completionTime",
-                    "Invalid value: completionTime can only be set when Complete condition is true",
-                )
-            )
-        for was in ("Complete", "Failed"):
-            if _cond(ostatus, was) and not _cond(status, was):
-                causes.append(
-                    Cause(
-                        "status.conditions", f"Invalid value: cannot remove {was}=True condition", "FieldValueInvalid"
-                    )
-                )
-        for name in ("active", "ready", "succeeded", "failed", "terminating"):
-            value = status.get(name)
-            if isinstance(value, int) and value < 0:
-                causes.append(field_invalid(f"status.{name}", value, "must be greater than or equal to 0"))
-        return causes
+        return validate_job_status(new, old)
 
 
 def _go_struct_summary() -> str:

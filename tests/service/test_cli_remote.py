@@ -7,10 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from rig import Rig, job
-
 from dispatcher.api import bound_address, start_api
 from dispatcher.store.models import WorkloadState
+from rig import Rig, job
 
 
 async def _cli(*args: str) -> tuple[int, str, str]:

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rig import JOBS, Rig, eventually, job, start_rig, stop_rig
 
 from dispatcher import labels as L
 from dispatcher.config import Policy
 from dispatcher.kube.client import KubeError, Resource
 from dispatcher.store.models import PlacementState, WorkloadState
+from rig import JOBS, Rig, eventually, job, start_rig, stop_rig
 
 EVENTS = Resource("", "v1", "events", "Event")
 Obj = dict[str, Any]

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 import yaml
-from rig import Rig, eventually, job, start_rig, stop_rig
 
 from dispatcher import labels as L
 from dispatcher.adapters import default_adapters
@@ -26,6 +25,7 @@ from dispatcher.explain import explain
 from dispatcher.health import HealthState
 from dispatcher.kube.client import Resource
 from dispatcher.store.models import PlacementState, WorkloadState
+from rig import Rig, eventually, job, start_rig, stop_rig
 
 Obj = dict[str, Any]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
