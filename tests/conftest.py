@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+
+from realrig import RealRig, RealRigError, start_real_rig  # noqa: E402
 #: The PostgreSQL the SQL tests run on besides SQLite: the development machine's own server unless
 #: DISPATCHER_TEST_PG_URL names another. Never skipped: a PostgreSQL variant that cannot connect fails.
 DEFAULT_PG_URL = "postgresql+asyncpg://root@127.0.0.1:5432/test"
@@ -75,3 +80,72 @@ async def pg_url() -> AsyncIterator[str]:
     """A fresh PostgreSQL database, for tests that only make sense on a database server."""
     async with _fresh_postgres() as url:
         yield url
+
+
+# -- the real rig ------------------------------------------------------------------------------------------
+# A test marked ``real_rig`` runs on the simulated clusters (SQLite and PostgreSQL) and on the session's real rig
+# (SQLite; the database is not what the real rig tests). It takes the ``backend`` fixture ("sim" or "real") and,
+# through ``real_rig``, the running rig.
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # As a parametrize mark (added before pytest reads the marks), so that it takes precedence over the
+    # db_url fixture's own params.
+    marker = metafunc.definition.get_closest_marker("real_rig")
+    if marker is None:
+        return
+    databases = marker.kwargs.get("databases")
+    if "db_url" in metafunc.fixturenames:
+        combos = [("sim", "sqlite"), ("sim", "postgresql"), ("real", databases[0] if databases else "sqlite")]
+        mark = pytest.mark.parametrize(
+            ("backend", "db_url"), combos, indirect=True, ids=[f"{b}-{d}" for b, d in combos]
+        )
+    else:
+        mark = pytest.mark.parametrize("backend", ["sim", "real"], indirect=True)
+    metafunc.definition.add_marker(mark)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    """Which clusters a ``real_rig`` test runs on: "sim" (the simulator) or "real" (the session's real rig)."""
+    return str(getattr(request, "param", "sim"))
+
+
+_REAL: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="session")
+def real_rig_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealRig]:
+    """``dispatcher rig up --real`` once per session; never skipped: unbuilt components fail with the fix."""
+    try:
+        rig = start_real_rig(tmp_path_factory.mktemp("real-rig"))
+    except (RealRigError, OSError) as exc:
+        pytest.fail(f"the real rig did not start: {exc}\n(build the components with `bash rig/build.sh`)",
+                    pytrace=False)
+    _REAL["rig"] = rig
+    try:
+        yield rig
+    finally:
+        rig.stop()
+
+
+@pytest.fixture
+def real_rig(backend: str, request: pytest.FixtureRequest) -> RealRig | None:
+    """The session's real rig for a test running on it, else None."""
+    if backend != "real":
+        return None
+    rig: RealRig = request.getfixturevalue("real_rig_session")
+    return rig
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    counts: dict[str, int] = {}
+    for outcome in ("passed", "failed", "error", "skipped"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if getattr(report, "when", "call") == "call" or outcome in ("error", "skipped"):
+                if "[real" in getattr(report, "nodeid", "") or "-real-" in getattr(report, "nodeid", ""):
+                    counts[outcome] = counts.get(outcome, 0) + 1
+    ran = sum(counts.values())
+    detail = ", ".join(f"{n} {o}" for o, n in counts.items()) or "none"
+    terminalreporter.write_line(f"real rig: {ran} tests ran on real Kubernetes components ({detail})")

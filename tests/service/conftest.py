@@ -10,13 +10,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from rig import Rig, start_rig, stop_rig
+from harness import Rig, start_rig, stop_rig
+from realrig import RealRig
 
 
 @pytest.fixture
-async def rig(db_url: str, tmp_path: Path) -> AsyncIterator[Rig]:
-    """Manager + worker-1, worker-2 (CPU) + worker-3 (HAMi GPUs), the dispatcher running on ``db_url``."""
-    r = await start_rig(tmp_path, db_url)
+async def rig(db_url: str, tmp_path: Path, real_rig: RealRig | None) -> AsyncIterator[Rig]:
+    """Manager + worker-1, worker-2 (CPU) + worker-3 (HAMi GPUs), the dispatcher running on ``db_url``; on the
+    simulator, or on the session's real rig for a ``real_rig`` test's real variant."""
+    r = await start_rig(tmp_path, db_url, real=real_rig)
     try:
         yield r
     finally:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dispatcher.api import bound_address, start_api
 from dispatcher.store.models import WorkloadState
-from rig import Rig, job
+from harness import Rig, job
 
 
 async def _cli(*args: str) -> tuple[int, str, str]:

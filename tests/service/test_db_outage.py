@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from dispatcher.store.models import WorkloadState
-from rig import eventually, job, start_rig, stop_rig
+from harness import eventually, job, start_rig, stop_rig
 
 
 @pytest.mark.postgres

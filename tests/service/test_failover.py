@@ -10,7 +10,7 @@ from dispatcher.config import Policy
 from dispatcher.health import HealthState
 from dispatcher.kube.client import Resource
 from dispatcher.store.models import PlacementState, WorkloadState
-from rig import JOBS, Rig, eventually, job, start_rig, stop_rig
+from harness import JOBS, Rig, eventually, job, start_rig, stop_rig
 
 EVENTS = Resource("", "v1", "events", "Event")
 Obj = dict[str, Any]

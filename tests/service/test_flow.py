@@ -16,7 +16,7 @@ from dispatcher import labels as L
 from dispatcher.config import Policy
 from dispatcher.kube.client import KubeError, Resource
 from dispatcher.store.models import PlacementState, WorkloadState
-from rig import JOBS, Rig, eventually, job, start_rig, stop_rig
+from harness import JOBS, Rig, eventually, job, start_rig, stop_rig
 
 EVENTS = Resource("", "v1", "events", "Event")
 Obj = dict[str, Any]
@@ -40,6 +40,7 @@ async def _event_with(rig: Rig, namespace: str, name: str, reason: str) -> Obj:
     return await eventually(probe, timeout=20, what=f"a {reason} Event on {namespace}/{name}")
 
 
+@pytest.mark.real_rig
 async def test_kubectl_job_runs_on_exactly_one_worker_and_completion_shows_on_manager(rig: Rig, tmp_path: Path) -> None:
     manifest = tmp_path / "jobs.yaml"
     import yaml

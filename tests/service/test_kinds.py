@@ -25,7 +25,7 @@ from dispatcher.explain import explain
 from dispatcher.health import HealthState
 from dispatcher.kube.client import Resource
 from dispatcher.store.models import PlacementState, WorkloadState
-from rig import Rig, eventually, job, start_rig, stop_rig
+from harness import Rig, eventually, job, start_rig, stop_rig
 
 Obj = dict[str, Any]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -13,7 +13,7 @@ from dispatcher.explain import explain
 from dispatcher.kube.client import Resource
 from dispatcher.kube.informer import Informer
 from dispatcher.store.models import PlacementState, WorkloadState
-from rig import Rig, eventually, job, start_rig, stop_rig
+from harness import Rig, eventually, job, start_rig, stop_rig
 
 PODS = Resource("", "v1", "pods", "Pod")
 CQS = kueue_resource("clusterqueues", "v1beta2")
@@ -183,7 +183,7 @@ async def test_a_restart_mid_race_resumes_it(tmp_path: Path, db_url: str) -> Non
 
 
 async def test_deleting_the_manager_job_mid_race_deletes_every_copy(tmp_path: Path, db_url: str) -> None:
-    from rig import JOBS
+    from harness import JOBS
 
     rig = await start_rig(tmp_path, db_url, workers=2, gpu_workers=0, policy=_policy("allAtOnce"))
     try:

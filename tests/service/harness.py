@@ -1,4 +1,10 @@
-"""A test rig: simulated clusters, a database, and the dispatcher, all in the test's event loop."""
+"""A test rig: clusters, a database, and the dispatcher in the test's event loop.
+
+The clusters are simulated (started per test, in the same loop) or the session's real rig (``tests/realrig.py``:
+real kube-apiserver, Kueue, kwok...), for tests marked ``real_rig``. The dispatcher runs unchanged on both; a test
+reaches the clusters through ``Rig.manager``/``Rig.workers`` (administrator clients) and makes faults with
+``Rig.fault``, which either backend carries out.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +20,9 @@ from dispatcher.adapters.job import JobAdapter
 from dispatcher.config import DispatcherConfig, Policy, load_config
 from dispatcher.kube.client import ClusterClient, connect
 from dispatcher.service import Dispatcher
+from dispatcher.config import KubeconfigRef
 from dispatcher.sim.world import SimWorld, WorldOptions
+from realrig import RealRig, clean
 from dispatcher.store.engine import make_engine
 from dispatcher.store.migrate import upgrade
 from dispatcher.store.models import Workload
@@ -81,12 +89,29 @@ def job(
 
 @dataclass
 class Rig:
-    world: SimWorld
+    world: SimWorld | None
     config: DispatcherConfig
     repo: Repo
     dispatcher: Dispatcher
     manager: ClusterClient
     workers: dict[str, ClusterClient] = field(default_factory=dict)
+    real: RealRig | None = None
+
+    @property
+    def backend(self) -> str:
+        return "real" if self.real is not None else "sim"
+
+    def sim(self) -> SimWorld:
+        """The simulated world, for a test step only the simulator can make."""
+        assert self.world is not None, "a simulator-only step in a test that runs on the real rig"
+        return self.world
+
+    async def fault(self, cluster: str, mode: str) -> None:
+        """A fault of the simulator's kinds that both rigs make: stop, down, partition, restart, none."""
+        if self.real is not None:
+            await self.real.fault(cluster, mode)
+        else:
+            await self.sim().cluster(cluster).set_fault(mode)
 
     async def submit(self, obj: Obj) -> Obj:
         return await self.manager.create(JOBS, obj["metadata"]["namespace"], obj)
@@ -121,18 +146,29 @@ async def start_rig(
     weights: dict[str, float] | None = None,
     run_seconds: float = 1.0,
     without_groups: dict[str, tuple[str, ...]] | None = None,
+    real: RealRig | None = None,
 ) -> Rig:
-    world = SimWorld(
-        WorldOptions(
-            workers=workers,
-            gpu_workers=gpu_workers,
-            default_run_seconds=run_seconds,
-            without_groups=without_groups or {},
+    world: SimWorld | None = None
+    if real is not None:
+        assert (workers, gpu_workers) == (3, 1) and not without_groups, "the real rig has worker-1..3, worker-3 GPU"
+        await clean(real)
+        loaded = load_config(real.directory / "clusters.yaml")
+        # kubectl in the tests uses the administrator's kubeconfigs, as beside a simulated rig.
+        for name in ("manager", "worker-1", "worker-2", "worker-3"):
+            target = tmp / f"{name}.kubeconfig"
+            await asyncio.to_thread(target.write_bytes, real.kubeconfig(name).read_bytes())
+    else:
+        world = SimWorld(
+            WorldOptions(
+                workers=workers,
+                gpu_workers=gpu_workers,
+                default_run_seconds=run_seconds,
+                without_groups=without_groups or {},
+            )
         )
-    )
-    await world.start()
-    await asyncio.to_thread(world.write_files, tmp)
-    loaded = load_config(tmp / "clusters.yaml")
+        await world.start()
+        await asyncio.to_thread(world.write_files, tmp)
+        loaded = load_config(tmp / "clusters.yaml")
     worker_configs = tuple(replace(w, weight=(weights or {}).get(w.name, w.weight)) for w in loaded.workers)  # type: tuple[WorkerConfig, ...]
     config = replace(
         loaded,
@@ -148,10 +184,14 @@ async def start_rig(
     repo = Repo(engine)
     dispatcher = Dispatcher(config, repo, probe_interval=0.3)
     await dispatcher.start()
-    manager = await connect("manager-test", config.manager)
-    rig = Rig(world, config, repo, dispatcher, manager)
+    # The tests' own clients are an administrator's (the dispatcher's credentials may be least-privilege).
+    def admin(name: str, ref: KubeconfigRef) -> KubeconfigRef:
+        return KubeconfigRef(path=str(real.kubeconfig(name))) if real is not None else ref
+
+    manager = await connect("manager-test", admin("manager", config.manager))
+    rig = Rig(world, config, repo, dispatcher, manager, real=real)
     for w in config.workers:
-        rig.workers[w.name] = await connect(f"{w.name}-test", w.kube)
+        rig.workers[w.name] = await connect(f"{w.name}-test", admin(w.name, w.kube))
 
     async def ready() -> bool:
         caps = dispatcher.capacities.values()
@@ -167,4 +207,5 @@ async def stop_rig(rig: Rig) -> None:
     for c in rig.workers.values():
         await c.close()
     await rig.repo.engine.dispose()
-    await rig.world.stop()
+    if rig.world is not None:
+        await rig.world.stop()
