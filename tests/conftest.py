@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 
 from realrig import RealRig, RealRigError, start_real_rig  # noqa: E402
+
 #: The PostgreSQL the SQL tests run on besides SQLite: the development machine's own server unless
 #: DISPATCHER_TEST_PG_URL names another. Never skipped: a PostgreSQL variant that cannot connect fails.
 DEFAULT_PG_URL = "postgresql+asyncpg://root@127.0.0.1:5432/test"
@@ -143,9 +144,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     counts: dict[str, int] = {}
     for outcome in ("passed", "failed", "error", "skipped"):
         for report in terminalreporter.stats.get(outcome, []):
-            if getattr(report, "when", "call") == "call" or outcome in ("error", "skipped"):
-                if "[real" in getattr(report, "nodeid", "") or "-real-" in getattr(report, "nodeid", ""):
-                    counts[outcome] = counts.get(outcome, 0) + 1
+            nodeid = str(getattr(report, "nodeid", ""))
+            counted = getattr(report, "when", "call") == "call" or outcome in ("error", "skipped")
+            if counted and ("[real" in nodeid or "-real-" in nodeid):
+                counts[outcome] = counts.get(outcome, 0) + 1
     ran = sum(counts.values())
     detail = ", ".join(f"{n} {o}" for o, n in counts.items()) or "none"
     terminalreporter.write_line(f"real rig: {ran} tests ran on real Kubernetes components ({detail})")

@@ -40,6 +40,12 @@ KINDS = (
     Resource("ray.io", "v1", "rayclusters", "RayCluster"),
 )
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+MUTATING = Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False
+)
+VALIDATING = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False
+)
 PODS = Resource("", "v1", "pods", "Pod")
 EVENTS = Resource("", "v1", "events", "Event")
 
@@ -124,6 +130,25 @@ def start_real_rig(directory: Path) -> RealRig:
     return RealRig(directory, str(state["admin"]), proc, log, pids)
 
 
+async def _kueue_webhooks(client: ClusterClient, policy: str) -> None:
+    """Set the failurePolicy of every Kueue webhook (strategic merge by webhook name)."""
+    for res, name in ((MUTATING, "kueue-mutating-webhook-configuration"),
+                      (VALIDATING, "kueue-validating-webhook-configuration")):
+        config = await client.get(res, None, name)
+        if config is None:
+            continue
+        hooks = [{"name": h["name"], "failurePolicy": policy} for h in config.get("webhooks") or []]
+        await client.patch(res, None, name, {"webhooks": hooks}, patch_type="strategic")
+
+
+async def hold_admission(rig: RealRig, worker: str, client: ClusterClient) -> None:
+    """Make a worker's Kueue admit nothing, as a stopped Kueue controller on the simulator does: the Kueue
+    process is stopped and its webhooks fail open (a stopped Kueue with failing-closed webhooks would refuse the
+    copy's create instead, another scenario)."""
+    await _kueue_webhooks(client, "Ignore")
+    await rig.component(worker, "kueue", "stop")
+
+
 async def _delete_collection(client: ClusterClient, res: Resource, namespace: str) -> None:
     try:
         await client.request(
@@ -159,6 +184,8 @@ async def clean(rig: RealRig, timeout: float = 90.0) -> None:
     clients = {c: await rig.client(c) for c in clusters}
     try:
         for c, client in clients.items():
+            if c != "manager":
+                await _kueue_webhooks(client, "Fail")
             for ns in NAMESPACES:
                 for res in KINDS:
                     await _delete_collection(client, res, ns)

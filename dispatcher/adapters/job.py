@@ -117,4 +117,13 @@ class JobAdapter(Adapter):
                     "lastTransitionTime": now,
                 }
             )
-        return {"conditions": conditions, "startTime": status.get("startTime") or now, "active": 0}
+        # A finished Job may not count active, ready or terminating pods, nor hold uncounted ones (the API server's
+        # Job status rules); the lost copy's last counts are dropped.
+        return {
+            "conditions": conditions,
+            "startTime": status.get("startTime") or now,
+            "active": 0,
+            "ready": 0,
+            "terminating": 0,
+            "uncountedTerminatedPods": None,
+        }

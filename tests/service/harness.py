@@ -15,14 +15,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+from realrig import RealRig, clean, hold_admission
+
 from dispatcher import DEFAULT_CONTROLLER_NAME
 from dispatcher.adapters.job import JobAdapter
-from dispatcher.config import DispatcherConfig, Policy, load_config
+from dispatcher.config import DispatcherConfig, KubeconfigRef, Policy, load_config
 from dispatcher.kube.client import ClusterClient, connect
 from dispatcher.service import Dispatcher
-from dispatcher.config import KubeconfigRef
 from dispatcher.sim.world import SimWorld, WorldOptions
-from realrig import RealRig, clean
 from dispatcher.store.engine import make_engine
 from dispatcher.store.migrate import upgrade
 from dispatcher.store.models import Workload
@@ -112,6 +112,13 @@ class Rig:
             await self.real.fault(cluster, mode)
         else:
             await self.sim().cluster(cluster).set_fault(mode)
+
+    async def hold_admission(self, worker: str) -> None:
+        """The worker's Kueue takes copies but admits none from now on (the test's rig undoes it after)."""
+        if self.real is not None:
+            await hold_admission(self.real, worker, self.workers[worker])
+        else:
+            await self.sim().cluster(worker).controllers["kueue"].stop()
 
     async def submit(self, obj: Obj) -> Obj:
         return await self.manager.create(JOBS, obj["metadata"]["namespace"], obj)

@@ -7,9 +7,10 @@ import json
 import sys
 from pathlib import Path
 
+from harness import Rig, job
+
 from dispatcher.api import bound_address, start_api
 from dispatcher.store.models import WorkloadState
-from harness import Rig, job
 
 
 async def _cli(*args: str) -> tuple[int, str, str]:

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import asyncpg
 import pytest
+from harness import eventually, job, start_rig, stop_rig
 from sqlalchemy.engine import make_url
 
 from dispatcher.store.models import WorkloadState
-from harness import eventually, job, start_rig, stop_rig
 
 
 @pytest.mark.postgres

@@ -8,10 +8,11 @@ import json
 import sys
 from pathlib import Path
 
+from harness import JOBS, eventually, start_rig, stop_rig
+
 from dispatcher.api import bound_address, start_api
 from dispatcher.config import Policy
 from dispatcher.drill import CommandFault, DrillError, DrillOptions, run_drill, run_remote_drill
-from harness import JOBS, eventually, start_rig, stop_rig
 
 
 async def test_down_drill_fails_over_every_job_without_duplicates_or_losses() -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+from harness import JOBS, Rig, eventually, job, start_rig, stop_rig
+from realrig import RealRig
+
 from dispatcher import labels as L
 from dispatcher.config import Policy
 from dispatcher.health import HealthState
 from dispatcher.kube.client import Resource
 from dispatcher.store.models import PlacementState, WorkloadState
-from harness import JOBS, Rig, eventually, job, start_rig, stop_rig
 
 EVENTS = Resource("", "v1", "events", "Event")
 Obj = dict[str, Any]
@@ -38,8 +41,11 @@ async def _health(rig: Rig, worker: str, state: str, timeout: float = 20.0) -> N
     await eventually(probe, timeout=timeout, what=f"{worker} {state}")
 
 
-async def test_lost_worker_fails_over_and_is_fenced_when_it_returns(tmp_path: Path, db_url: str) -> None:
-    r = await start_rig(tmp_path, db_url, policy=FAST, weights={"worker-1": 10.0})
+@pytest.mark.real_rig
+async def test_lost_worker_fails_over_and_is_fenced_when_it_returns(
+    tmp_path: Path, db_url: str, real_rig: RealRig | None
+) -> None:
+    r = await start_rig(tmp_path, db_url, policy=FAST, weights={"worker-1": 10.0}, real=real_rig)
     try:
         await r.submit(job("moves", seconds=30))
         await r.submit(job("once", seconds=30, annotations={L.NO_FAILOVER: "true"}))
@@ -48,7 +54,7 @@ async def test_lost_worker_fails_over_and_is_fenced_when_it_returns(tmp_path: Pa
             row = await r.wait_state("team-a", name, WorkloadState.RUNNING)
             assert row.cluster == "worker-1"
 
-        await r.world.cluster("worker-1").set_fault("stop")
+        await r.fault("worker-1", "stop")
         await _health(r, "worker-1", HealthState.LOST)
 
         moved = await _moved(r, "moves")
@@ -69,7 +75,7 @@ async def test_lost_worker_fails_over_and_is_fenced_when_it_returns(tmp_path: Pa
         await eventually(managed_failed, what="the managed manager Job Failed with reason WorkerLost")
 
         # The worker returns: its stale copies (generation 1 of "moves", the no-failover ones) go first.
-        await r.world.cluster("worker-1").set_fault("none")
+        await r.fault("worker-1", "none")
         await _health(r, "worker-1", HealthState.READY)
         for name in ("moves", "once", "managed-once"):
             assert await r.workers["worker-1"].get(JOBS, "team-a", name) is None, f"{name} fenced on worker-1"
@@ -83,17 +89,20 @@ async def test_lost_worker_fails_over_and_is_fenced_when_it_returns(tmp_path: Pa
         await stop_rig(r)
 
 
-async def test_a_partitioned_worker_is_detected_like_a_dead_one(tmp_path: Path, db_url: str) -> None:
-    r = await start_rig(tmp_path, db_url, policy=FAST, weights={"worker-2": 10.0})
+@pytest.mark.real_rig
+async def test_a_partitioned_worker_is_detected_like_a_dead_one(
+    tmp_path: Path, db_url: str, real_rig: RealRig | None
+) -> None:
+    r = await start_rig(tmp_path, db_url, policy=FAST, weights={"worker-2": 10.0}, real=real_rig)
     try:
         await r.submit(job("across", seconds=30))
         row = await r.wait_state("team-a", "across", WorkloadState.RUNNING)
         assert row.cluster == "worker-2"
-        await r.world.cluster("worker-2").set_fault("partition")  # accepts connections, never answers
+        await r.fault("worker-2", "partition")  # accepts connections, never answers
         await _health(r, "worker-2", HealthState.LOST, timeout=30)
         moved = await _moved(r, "across")
         assert moved.cluster != "worker-2" and moved.generation == 2
-        await r.world.cluster("worker-2").set_fault("none")
+        await r.fault("worker-2", "none")
         await _health(r, "worker-2", HealthState.READY, timeout=30)
         assert await r.workers["worker-2"].get(JOBS, "team-a", "across") is None
     finally:

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import JOBS, Rig, eventually, job, start_rig, stop_rig
+from realrig import RealRig
 
 from dispatcher import labels as L
 from dispatcher.config import Policy
 from dispatcher.kube.client import KubeError, Resource
 from dispatcher.store.models import PlacementState, WorkloadState
-from harness import JOBS, Rig, eventually, job, start_rig, stop_rig
 
 EVENTS = Resource("", "v1", "events", "Event")
 Obj = dict[str, Any]
@@ -198,11 +199,14 @@ async def test_fifty_jobs_at_once_never_overcommit_a_worker(rig: Rig) -> None:
         assert row is not None and all(p.state != PlacementState.TIMED_OUT for p in row.placements)
 
 
-async def test_admission_timeout_moves_a_job_the_worker_will_not_admit(tmp_path: Path, db_url: str) -> None:
+@pytest.mark.real_rig
+async def test_admission_timeout_moves_a_job_the_worker_will_not_admit(
+    tmp_path: Path, db_url: str, real_rig: RealRig | None
+) -> None:
     policy = Policy(admission_timeout=2.0, lost_timeout=20.0, suspect_after=5.0, gc_interval=1.0)
-    r = await start_rig(tmp_path, db_url, policy=policy, weights={"worker-1": 10.0})
+    r = await start_rig(tmp_path, db_url, policy=policy, weights={"worker-1": 10.0}, real=real_rig)
     try:
-        await r.world.cluster("worker-1").controllers["kueue"].stop()  # worker-1's Kueue admits nothing now
+        await r.hold_admission("worker-1")  # worker-1's Kueue admits nothing now
         await r.submit(job("stuck", seconds=1))
         row = await r.wait_state("team-a", "stuck", WorkloadState.SUCCEEDED, timeout=40)
         assert row.cluster != "worker-1"

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from harness import Rig, eventually, job, start_rig, stop_rig
 
 from dispatcher import labels as L
 from dispatcher.adapters import default_adapters
@@ -25,7 +26,6 @@ from dispatcher.explain import explain
 from dispatcher.health import HealthState
 from dispatcher.kube.client import Resource
 from dispatcher.store.models import PlacementState, WorkloadState
-from harness import Rig, eventually, job, start_rig, stop_rig
 
 Obj = dict[str, Any]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

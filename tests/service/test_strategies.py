@@ -7,13 +7,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness import Rig, eventually, job, start_rig, stop_rig
+
 from dispatcher.capacity import kueue_resource
 from dispatcher.config import Policy
 from dispatcher.explain import explain
 from dispatcher.kube.client import Resource
 from dispatcher.kube.informer import Informer
 from dispatcher.store.models import PlacementState, WorkloadState
-from harness import Rig, eventually, job, start_rig, stop_rig
 
 PODS = Resource("", "v1", "pods", "Pod")
 CQS = kueue_resource("clusterqueues", "v1beta2")
