@@ -28,7 +28,7 @@ import yaml
 
 from dispatcher import labels as L
 from dispatcher.adapters.job import JobAdapter
-from dispatcher.config import load_config
+from dispatcher.config import KubeconfigRef, load_config
 from dispatcher.drill import drill_job
 from dispatcher.kube.client import ClusterClient, KubeError, connect
 from dispatcher.store.engine import make_engine
@@ -82,29 +82,43 @@ class Sampler:
             await asyncio.sleep(0.1)
 
 
-async def crash_drill(workdir: Path, db_url: str, *, jobs: int, kills: int, seed: int, timeout: float = 240) -> Obj:
-    """One seeded run; returns the report (raises nothing for a failed check: the report says it)."""
+async def crash_drill(
+    workdir: Path, db_url: str, *, jobs: int, kills: int, seed: int, timeout: float = 240, rig: Path | None = None
+) -> Obj:
+    """One seeded run; returns the report (raises nothing for a failed check: the report says it).
+
+    ``rig``: the directory of a running ``dispatcher rig up [--real]`` to use instead of starting simulated
+    clusters (its administrator kubeconfigs submit and sample; the dispatcher uses its ``clusters.yaml``)."""
     rng = random.Random(seed)
-    simdir = workdir / "sim"
-    sim = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dispatcher", "sim", "up", "--workers", "3", "--gpu-workers", "0",
-        "--dir", str(simdir), "--run-seconds", "1",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )  # fmt: skip
+    simdir = rig or workdir / "sim"
+    sim = None
+    if rig is None:
+        sim = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "dispatcher", "sim", "up", "--workers", "3", "--gpu-workers", "0",
+            "--dir", str(simdir), "--run-seconds", "1",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
     clients: list[ClusterClient] = []
     dispatcher: asyncio.subprocess.Process | None = None
     stop = asyncio.Event()
     try:
-        await _wait_file(simdir / "ready", sim, 60)
+        if sim is not None:
+            await _wait_file(simdir / "ready", sim, 60)
         raw = yaml.safe_load((simdir / "clusters.yaml").read_text())
         raw["policy"] = {"admissionTimeout": "60s", "lostTimeout": "30s", "finishedRetention": "1h", "gcInterval": "5s"}
         raw["database"] = {"url": db_url}
         cfg_path = workdir / "clusters.yaml"
         cfg_path.write_text(yaml.safe_dump(raw))
         config = load_config(cfg_path)
-        manager = await connect("crash-manager", config.manager)
+
+        def admin(name: str, ref: KubeconfigRef) -> KubeconfigRef:
+            # The drill's own clients are an administrator's: the dispatcher's may not create Jobs.
+            path = simdir / f"{name}.kubeconfig"
+            return KubeconfigRef(path=str(path)) if rig is not None and path.exists() else ref
+
+        manager = await connect("crash-manager", admin("manager", config.manager))
         clients.append(manager)
-        workers = {w.name: await connect(f"crash-{w.name}", w.kube) for w in config.workers}
+        workers = {w.name: await connect(f"crash-{w.name}", admin(w.name, w.kube)) for w in config.workers}
         clients.extend(workers.values())
         sampler = Sampler(workers)
         sampling = asyncio.create_task(sampler.run(stop))
@@ -201,7 +215,7 @@ async def crash_drill(workdir: Path, db_url: str, *, jobs: int, kills: int, seed
                 dispatcher.kill()
         for c in clients:
             await c.close()
-        if sim.returncode is None:
+        if sim is not None and sim.returncode is None:
             sim.send_signal(signal.SIGTERM)
             try:
                 await asyncio.wait_for(sim.wait(), 20)

@@ -37,7 +37,7 @@ import yaml
 
 from . import labels as L
 from .adapters.job import JobAdapter
-from .config import load_config
+from .config import KubeconfigRef, load_config
 from .drill import drill_job as job_named
 from .kube.client import ClusterClient, KubeError, connect
 from .leader import DEFAULT_LEASE_NAME, DEFAULT_LEASE_NAMESPACE, LEASES
@@ -305,28 +305,43 @@ async def ha_world(
     renew_deadline: float = 10.0,
     retry_period: float = 2.0,
     run_seconds: float = 2.0,
+    rig: Path | None = None,
 ) -> Any:
-    from .sim.world import SimWorld, WorldOptions
+    """Clusters, a fresh database and replicas. The clusters are simulated (started here), or those of a running
+    ``dispatcher rig up`` in ``rig`` (its ``clusters.yaml`` for the replicas, its administrator kubeconfigs for
+    the drill's own clients)."""
+    world: Any = None
+    source = rig or directory
+    if rig is None:
+        from .sim.world import SimWorld, WorldOptions
 
-    world = SimWorld(WorldOptions(workers=workers, gpu_workers=0, default_run_seconds=run_seconds))
-    await world.start()
+        world = SimWorld(WorldOptions(workers=workers, gpu_workers=0, default_run_seconds=run_seconds))
+        await world.start()
     db_url = await fresh_database(base_db_url, f"ha_{os.getpid()}_{int(time.time() * 1000) % 10**8}")
     clients: list[ClusterClient] = []
     engine = make_engine(db_url)
     replicas: ReplicaSet | None = None
     try:
-        await asyncio.to_thread(world.write_files, directory)
-        world.manager.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEFAULT_LEASE_NAMESPACE}})
-        raw = yaml.safe_load((directory / "clusters.yaml").read_text())
+        if world is not None:
+            await asyncio.to_thread(world.write_files, directory)
+            world.manager.apply(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEFAULT_LEASE_NAMESPACE}}
+            )
+        raw = yaml.safe_load((source / "clusters.yaml").read_text())
+        raw["workers"] = raw["workers"][:workers]
         raw["policy"] = {"admissionTimeout": "60s", "lostTimeout": "30s", "finishedRetention": "1h", "gcInterval": "5s"}
         raw["database"] = {"url": db_url}
         config_path = directory / "ha-clusters.yaml"
         config_path.write_text(yaml.safe_dump(raw))
         config = load_config(config_path)
         await upgrade(engine)
-        manager = await connect("ha-manager", config.manager)
+
+        def admin(name: str, ref: KubeconfigRef) -> KubeconfigRef:
+            return KubeconfigRef(path=str(source / f"{name}.kubeconfig")) if rig is not None else ref
+
+        manager = await connect("ha-manager", admin("manager", config.manager))
         clients.append(manager)
-        worker_clients = {w.name: await connect(f"ha-{w.name}", w.kube) for w in config.workers}
+        worker_clients = {w.name: await connect(f"ha-{w.name}", admin(w.name, w.kube)) for w in config.workers}
         clients.extend(worker_clients.values())
         replicas = ReplicaSet(
             config_path,
@@ -342,7 +357,8 @@ async def ha_world(
         for c in clients:
             await c.close()
         await engine.dispose()
-        await world.stop()
+        if world is not None:
+            await world.stop()
         await drop_database(base_db_url, db_url)
 
 

@@ -48,6 +48,7 @@ VALIDATING = Resource(
 )
 PODS = Resource("", "v1", "pods", "Pod")
 EVENTS = Resource("", "v1", "events", "Event")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 
 
 class RealRigError(RuntimeError):
@@ -191,6 +192,8 @@ async def clean(rig: RealRig, timeout: float = 90.0) -> None:
                     await _delete_collection(client, res, ns)
                 if c == "manager":
                     await _delete_collection(client, EVENTS, ns)
+            if c == "manager":
+                await _delete_collection(client, LEASES, "dispatcher-system")  # leader election of HA tests
         deadline = time.monotonic() + timeout
         while True:
             left: list[str] = []

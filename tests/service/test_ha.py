@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from realrig import RealRig, clean
 from sqlalchemy import func, select
 
 from dispatcher import labels as L
@@ -27,6 +28,14 @@ pytestmark = [pytest.mark.postgres, pytest.mark.timeout(240)]
 
 LEASE, RENEW, RETRY = 3.0, 2.0, 0.5
 TIMINGS = {"lease_duration": LEASE, "renew_deadline": RENEW, "retry_period": RETRY}
+
+
+async def _rig(real_rig: RealRig | None) -> Path | None:
+    """The real rig's directory, cleaned of earlier tests' work (None on the simulator)."""
+    if real_rig is None:
+        return None
+    await clean(real_rig)
+    return real_rig.directory
 
 
 def _micro(value: str) -> datetime:
@@ -52,8 +61,11 @@ async def _remote_copies(ha: Any) -> set[tuple[str, str, str]]:
     return out
 
 
-async def test_one_replica_leads_the_lease_names_it_and_a_kill_hands_over(tmp_path: Path, pg_url: str) -> None:
-    async with ha_world(tmp_path, pg_url, workers=2, **TIMINGS) as ha:
+@pytest.mark.real_rig
+async def test_one_replica_leads_the_lease_names_it_and_a_kill_hands_over(
+    tmp_path: Path, pg_url: str, real_rig: RealRig | None
+) -> None:
+    async with ha_world(tmp_path, pg_url, workers=2, rig=await _rig(real_rig), **TIMINGS) as ha:
         for name in ("a", "b"):
             await ha.replicas.start(name)
         for name in ("a", "b"):
@@ -88,11 +100,12 @@ async def test_one_replica_leads_the_lease_names_it_and_a_kill_hands_over(tmp_pa
         assert await ha.replicas.leaders() == [other]
 
 
+@pytest.mark.real_rig
 async def test_leader_sigkilled_while_100_jobs_are_dispatched_all_finish_on_exactly_one_worker(
-    tmp_path: Path, pg_url: str
+    tmp_path: Path, pg_url: str, real_rig: RealRig | None
 ) -> None:
     options = HaDrillOptions(db_url=pg_url, replicas=2, jobs=100, run_seconds=1.0, **TIMINGS)
-    async with ha_world(tmp_path, pg_url, run_seconds=1.0, **TIMINGS) as ha:
+    async with ha_world(tmp_path, pg_url, run_seconds=1.0, rig=await _rig(real_rig), **TIMINGS) as ha:
         report = await _leader_kill(ha, options, io.StringIO())
         assert report["killed"] and report["new_leader"] and report["new_leader"] != report["killed"], report
         assert report["jobs_succeeded"] == 100 and report["lost"] == 0, report
