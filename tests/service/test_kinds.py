@@ -192,6 +192,53 @@ async def test_every_kind_applied_with_kubectl_runs_on_one_worker_and_its_status
             assert row.state == WorkloadState.CANCELLED
 
 
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
+
+
+async def kueue_workload(rig: Rig, cluster: str, owner_uid: str) -> Obj | None:
+    """The worker's Kueue Workload of a copy (by owner uid)."""
+    for wl in (await rig.workers[cluster].list(WORKLOADS, "team-a")).get("items") or []:
+        if any(ref.get("uid") == owner_uid for ref in wl["metadata"].get("ownerReferences") or []):
+            return dict(wl)
+    return None
+
+
+@pytest.mark.real_rig
+async def test_a_jobset_completes_and_every_kinds_gang_is_the_one_kueue_admits(rig: Rig, tmp_path: Path) -> None:
+    """On the real rig the JobSet runs through the real JobSet controller and Job controller; PyTorchJob and RayJob
+    (their operators are not built) are admitted by real Kueue, whose Workload must hold exactly the pod sets the
+    dispatcher counted when it placed them."""
+    objs = [with_run_seconds(example(kind), 2) for kind in ("JobSet", "PyTorchJob", "RayJob")]
+    await apply(rig, tmp_path, objs)
+    for obj in objs:
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        row = await rig.wait_state(
+            "team-a", name, WorkloadState.ADMITTED, WorkloadState.RUNNING, WorkloadState.SUCCEEDED, timeout=60
+        )
+        assert row.cluster is not None
+        remote = (await copies(rig, kind, "team-a", name))[row.cluster]
+        wl = await eventually(
+            lambda c=row.cluster, u=remote["metadata"]["uid"]: kueue_workload(rig, c, u),
+            what=f"the Kueue Workload of {kind} {name} on {row.cluster}",
+        )
+        admitted = {c["type"]: c["status"] for c in (wl.get("status") or {}).get("conditions") or []}
+        assert admitted.get("Admitted") == "True", wl.get("status")
+        kueue_sets = [(ps["name"], ps["count"]) for ps in wl["spec"]["podSets"]]
+        assert kueue_sets == [(ps["name"], ps["count"]) for ps in row.pod_sets], f"{kind}: Kueue's pod sets"
+        if kind == "RayJob":
+            assert row.cluster == "worker-3", "the RayJob asks for HAMi vGPUs: only the GPU worker can take it"
+
+    jobset = await rig.wait_state("team-a", "jobset-example", WorkloadState.SUCCEEDED, timeout=60)
+
+    async def manager_completed() -> Obj | None:
+        local = await rig.manager.get(resource("JobSet"), "team-a", "jobset-example")
+        return local if finished_on_manager("JobSet", (local or {}).get("status") or {}) else None
+
+    local = await eventually(manager_completed, what="the JobSet Completed on the manager")
+    remote = (await copies(rig, "JobSet", "team-a", "jobset-example"))[jobset.cluster or ""]
+    assert local["status"] == remote["status"], "the manager's JobSet status is the worker's"
+
+
 def pytorch(name: str, master_cpu: str, workers: int, worker_cpu: str, seconds: float = 2) -> Obj:
     obj = with_run_seconds(example("PyTorchJob"), seconds)
     obj["metadata"]["name"] = name
