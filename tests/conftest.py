@@ -140,13 +140,26 @@ def real_rig(backend: str, request: pytest.FixtureRequest) -> RealRig | None:
     return rig
 
 
+#: The tests that run on the real rig (a real_rig test's real variant, or one that takes the session's rig).
+REAL_TESTS: set[str] = set()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_real = callspec is not None and callspec.params.get("backend") == "real"
+        if on_real or "real_rig_session" in getattr(item, "fixturenames", ()):
+            REAL_TESTS.add(item.nodeid)
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The summary names how many tests ran on real Kubernetes components, and how they ended."""
     counts: dict[str, int] = {}
     for outcome in ("passed", "failed", "error", "skipped"):
         for report in terminalreporter.stats.get(outcome, []):
             nodeid = str(getattr(report, "nodeid", ""))
             counted = getattr(report, "when", "call") == "call" or outcome in ("error", "skipped")
-            if counted and ("[real" in nodeid or "-real-" in nodeid):
+            if counted and nodeid in REAL_TESTS:
                 counts[outcome] = counts.get(outcome, 0) + 1
     ran = sum(counts.values())
     detail = ", ".join(f"{n} {o}" for o, n in counts.items()) or "none"

@@ -81,7 +81,7 @@ NEEDS: tuple[Need, ...] = (
          'dispatcher/sync.py: await manager.patch(res, live.namespace, live.name, {"metadata": {"annotations"'),
     # The remote Job's status written to a managedBy Job's /status.
     Need(MANAGER, "batch", "jobs/status", ("patch",),
-         'dispatcher/sync.py: {"status": new_status}, subresource="status")'),
+         'dispatcher/sync.py: {"status": patch}, subresource="status")'),
     # The same for the other job kinds: their informers run (list, watch); the writes only with such objects.
     *(
         need
@@ -92,7 +92,7 @@ NEEDS: tuple[Need, ...] = (
                  'dispatcher/sync.py: await manager.patch(res, live.namespace, live.name, {"metadata": {"annotations"',
                  audit=ONLY_JOBS),
             Need(MANAGER, g, f"{plural}/status", ("patch",),
-                 'dispatcher/sync.py: {"status": new_status}, subresource="status")', audit=ONLY_JOBS),
+                 'dispatcher/sync.py: {"status": patch}, subresource="status")', audit=ONLY_JOBS),
         )
     ),
     # Events about manager Jobs, in each Job's namespace (repeats are counted in memory, never updated).
@@ -166,7 +166,7 @@ NEEDS: tuple[Need, ...] = (
 
 #: Code that never runs against real clusters with the deployed identity: the simulator, and the demo and drill
 #: commands (they submit Jobs as a user would, on simulated clusters).
-NOT_DEPLOYED = ("dispatcher/sim/", "dispatcher/demo.py", "dispatcher/drill.py")
+NOT_DEPLOYED = ("dispatcher/sim/", "dispatcher/rig/", "dispatcher/demo.py", "dispatcher/drill.py")
 
 # A granted permission: (cluster, namespace of the Role or None, group or None, resource or URL, verb, names).
 Grant = tuple[str, str | None, str | None, str, str, tuple[str, ...]]
