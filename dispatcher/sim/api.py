@@ -362,7 +362,9 @@ class Api:
             token_out = base64.b64encode(json.dumps({"rv": list_rv, "start": list(last_key)}).encode()).decode()
         # A continued list answers with the version of its first page, as a paginated etcd read does: a
         # watch started from it replays whatever changed while the pages were read.
-        return ListResult(items, str(list_rv), token_out, remaining if token_out else None)
+        # The server counts what is left only for an unfiltered list (etcd3's GetList: pred.Empty()).
+        counted = labels.empty and not fields.terms
+        return ListResult(items, str(list_rv), token_out, remaining if token_out and counted else None)
 
     def watch(
         self,
@@ -580,7 +582,7 @@ class Api:
         elif patch_type == STRATEGIC_PATCH:
             if not rt.builtin:
                 raise errors.unsupported_media_type(
-                    patch_type, [JSON_PATCH, MERGE_PATCH, APPLY_PATCH, APPLY_PATCH_CBOR]
+                    patch_type, [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
                 )
             patched = apply_strategic_merge_patch(cur_v, body, self._kind_schema(rt, version).root)
         else:
@@ -777,9 +779,15 @@ class Api:
         propagation = options.get("propagationPolicy")
         if propagation is None and options.get("orphanDependents") is not None:
             propagation = "Orphan" if options["orphanDependents"] else "Background"
+        warnings: builtins.list[str] = []
         if propagation is None:
-            # batch/v1 Job keeps the legacy default of orphaning its pods.
+            # batch/v1 Job keeps the legacy default of orphaning its pods, and says so.
             propagation = "Orphan" if rt.key == "jobs.batch" else "Background"
+            if rt.key == "jobs.batch":
+                warnings.append(
+                    "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background to "
+                    "remove them or set propagationPolicy=Orphan to suppress this warning"
+                )
         if propagation not in ("Orphan", "Background", "Foreground"):
             raise errors.invalid(
                 "DeleteOptions",
@@ -809,13 +817,13 @@ class Api:
         if rt.key == "namespaces":
             finalizers = finalizers or []
         if dry_run:
-            return WriteResult(self.to_version(rt, current, version))
+            return WriteResult(self.to_version(rt, current, version), warnings)
         if meta.get("deletionTimestamp"):
             if not graceful and grace == 0 and rt.key == "pods":
                 rv = self.store.next_rv()
                 gone = self.store.remove(rt.key, ns, name, rv)
-                return WriteResult(self.to_version(rt, gone or current, version), removed=True)
-            return WriteResult(self.to_version(rt, current, version))
+                return WriteResult(self.to_version(rt, gone or current, version), warnings, removed=True)
+            return WriteResult(self.to_version(rt, current, version), warnings)
         needs_marking = bool(finalizers) or graceful or rt.key == "namespaces"
         if needs_marking:
             new = clone(current)
@@ -837,10 +845,10 @@ class Api:
             rv = self.store.next_rv()
             nmeta["resourceVersion"] = str(rv)
             self.store.put(rt.key, new, rv, created=False)
-            return WriteResult(self.to_version(rt, new, version))
+            return WriteResult(self.to_version(rt, new, version), warnings)
         rv = self.store.next_rv()
         gone = self.store.remove(rt.key, ns, name, rv)
-        return WriteResult(self.to_version(rt, gone or current, version), removed=True)
+        return WriteResult(self.to_version(rt, gone or current, version), warnings, removed=True)
 
     def bind_pod(self, namespace: str, name: str, node: str, annotations: dict[str, str] | None = None) -> Obj:
         """``pods/binding``: set ``spec.nodeName`` (and the scheduler's annotations) on an unbound pod."""

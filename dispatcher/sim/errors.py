@@ -62,6 +62,8 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         self.headers = headers or {}
+        #: Warning headers sent with the error (e.g. the pruned unknown fields of a refused custom resource).
+        self.warnings: list[str] = []
 
     def status(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -126,10 +128,11 @@ def conflict(resource: str, group: str, name: str, why: str, causes: list[Cause]
 
 
 def invalid(kind: str, group: str, name: str, causes: list[Cause]) -> ApiError:
-    """422 Invalid. Built-in kinds say ``The Job "x" is invalid: …``; custom ones ``Kind.group "x" is invalid: …``."""
+    """422 Invalid: ``Kind.group "x" is invalid: …`` (``Pod "x"`` in the core group), as apimachinery's
+    ``NewInvalid`` writes it. (kubectl reprints it as ``The Job "x" is invalid``; the server never says that.)"""
     rendered = [c.render() for c in causes]
     text = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
-    subject = f'The {kind} "{name}"' if not group or "." not in group else f'{kind}.{group} "{name}"'
+    subject = f'{kind}.{group} "{name}"' if group else f'{kind} "{name}"'
     return ApiError(
         422,
         "Invalid",
@@ -184,7 +187,6 @@ def unsupported_media_type(content_type: str, accepted: list[str]) -> ApiError:
         415,
         "UnsupportedMediaType",
         f"the body of the request was in an unknown format - accepted media types include: {', '.join(accepted)}",
-        {"kind": content_type} if content_type else None,
     )
 
 

@@ -73,7 +73,7 @@ def _flag(value: str | None) -> bool:
 
 
 def _error(err: ApiError) -> web.Response:
-    resp = _json(err.status(), err.code)
+    resp = _json(err.status(), err.code, err.warnings)
     for k, v in err.headers.items():
         resp.headers[k] = v
     return resp
@@ -436,7 +436,8 @@ class ApiServer:
                 meta: Obj = {"resourceVersion": listed.resource_version}
                 if listed.continue_token:
                     meta["continue"] = listed.continue_token
-                    meta["remainingItemCount"] = listed.remaining
+                    if listed.remaining is not None:
+                        meta["remainingItemCount"] = listed.remaining
                 return _json(
                     {
                         "kind": t.rt.list_kind,
@@ -534,9 +535,11 @@ class ApiServer:
                             "kind": t.rt.plural,
                             "uid": res.obj["metadata"].get("uid"),
                         },
-                    }
+                    },
+                    200,
+                    res.warnings,
                 )
-            return _json(res.obj)
+            return _json(res.obj, 200, res.warnings)
         raise errors.method_not_supported(t.rt.plural, t.rt.group, method.lower())
 
     def _delete_options(self, request: web.Request, body: Any) -> Obj:

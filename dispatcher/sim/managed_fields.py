@@ -205,6 +205,19 @@ def _display(path: Path) -> str:
     return out
 
 
+def _print_manager(entry: dict[str, Any]) -> str:
+    """How apimachinery's ``printManager`` names a conflicting manager: an Apply manager by name (and
+    subresource); an Update manager with its API version and time."""
+    out = f'"{entry.get("manager", "")}"'
+    if entry.get("subresource"):
+        out += f' with subresource "{entry["subresource"]}"'
+    if entry.get("operation") == "Update":
+        out += f" using {entry.get('apiVersion', '')}"
+        if entry.get("time"):
+            out += f" at {entry['time']}"
+    return out
+
+
 def _entries(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
     return list(obj.get("metadata", {}).get("managedFields") or [])
 
@@ -383,12 +396,12 @@ def apply_config(
             if path[-1] == ".":
                 continue
             if _value_at(live, path) != _value_at(applied, path):
-                conflicts.append((str(entry.get("manager")), str(entry.get("apiVersion", "")), path))
+                conflicts.append((_print_manager(entry), "", path))
     if conflicts and not force:
         causes = [
             {
                 "reason": "FieldManagerConflict",
-                "message": f'conflict with "{m}" using {v}',
+                "message": f"conflict with {m}",
                 "field": _display(p),
             }
             for m, v, p in sorted(conflicts, key=lambda c: c[2])

@@ -168,7 +168,8 @@ def apply_json_patch(target: Any, operations: Any) -> Any:
             doc = _add(doc, path, clone(_get(doc, op["from"])))
         elif kind == "test":
             if _get(doc, path) != op.get("value"):
-                raise _patch_error(f"testing value {path} failed: test failed")
+                # kube-apiserver hides the reason (its message is the generic one for a 422 without causes).
+                raise ApiError(422, "Invalid", "the server rejected our request due to an error in our request", {})
         else:
             raise _patch_error(f"Unexpected kind: {kind}")
     return doc

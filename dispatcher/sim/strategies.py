@@ -433,6 +433,15 @@ class JobStrategy(Strategy):
                 )
         return causes
 
+    def prepare_status(self, new: Obj, old: Obj) -> None:
+        # JobStatus.active/succeeded/failed are int32 with omitempty: a zero is not stored (ready and terminating
+        # are pointers and keep their zero). Found by the API differential test against kube-apiserver.
+        status = new.get("status")
+        if isinstance(status, dict):
+            for name in ("active", "succeeded", "failed"):
+                if status.get(name) == 0:
+                    del status[name]
+
     def validate_status(self, new: Obj, old: Obj) -> list[Cause]:
         return validate_job_status(new, old)
 

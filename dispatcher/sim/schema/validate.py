@@ -1355,7 +1355,7 @@ def apply_crd(
             causes.append(
                 Cause(
                     "<nil>",
-                    'Invalid value: "null": some validation rules were not checked because the object was invalid; '
+                    'Invalid value: null: some validation rules were not checked because the object was invalid; '
                     "correct the existing errors to complete validation",
                     "FieldValueInvalid",
                 )
@@ -1372,5 +1372,7 @@ def apply_crd(
                 unique.append(c)
         meta = data.get("metadata")
         name = meta.get("name", "") if isinstance(meta, dict) else ""
-        raise invalid(schema.kind, schema.group, str(name or ""), unique)
+        err = invalid(schema.kind, schema.group, str(name or ""), unique)
+        err.warnings = list(warnings)  # kube-apiserver sends the pruning warnings with the 422 too
+        raise err
     return data, warnings

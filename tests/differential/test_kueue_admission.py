@@ -1,0 +1,375 @@
+"""Kueue admission, differential: the same ClusterQueue/cohort/flavor setups and Job streams admitted by real Kueue
+(the real rig's worker-2) and by the simulator's Kueue, and the product's quota model asked, before each Job, what
+real Kueue will do with it.
+
+Each scenario is submitted one Job at a time; after each, Kueue is left to settle and the outcome recorded: admitted
+(with the flavors it assigned) or pending, and which running workloads it preempted. The real rig's outcomes are the
+truth: the simulator must match them step by step, and so must the quota model's prediction (``Fit``: admitted with
+those flavors and no preemption; ``Preempt``: admitted after preempting; ``NoFit``: pending).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from realrig import RealRig, clean
+
+from dispatcher.config import KubeconfigRef
+from dispatcher.kube.client import ClusterClient, KubeError, Resource, connect
+from dispatcher.placement.quota import (
+    AdmittedWorkload,
+    ClusterQueueSpec,
+    CohortSpec,
+    FlavorAssignmentMode,
+    QuotaTree,
+    ResourceFlavorSpec,
+    assign_flavors,
+    workload_pod_sets,
+)
+
+Obj = dict[str, Any]
+KUEUE = "kueue.x-k8s.io"
+FLAVORS = Resource(KUEUE, "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
+CQS = Resource(KUEUE, "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
+COHORTS = Resource(KUEUE, "v1beta2", "cohorts", "Cohort", namespaced=False)
+LQS = Resource(KUEUE, "v1beta2", "localqueues", "LocalQueue")
+WORKLOADS = Resource(KUEUE, "v1beta2", "workloads", "Workload")
+JOBS = Resource("batch", "v1", "jobs", "Job")
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+PRIORITY = {"low": 100, "high": 1000}
+
+
+@dataclass(frozen=True)
+class Step:
+    queue: str  # "a" or "b": the LocalQueue (and ClusterQueue) of the scenario
+    cpu: str
+    priority: str | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    #: ClusterQueue "a"/"b": list of (flavor, nominal, borrowingLimit, lendingLimit) and extra spec fields.
+    queues: dict[str, tuple[list[tuple[str, str, str | None, str | None]], Obj]]
+    steps: list[Step]
+    flavors: tuple[str, ...] = ("f1",)
+
+
+def _resources(nominal: str, borrowing: str | None, lending: str | None) -> Obj:
+    r: Obj = {"name": "cpu", "nominalQuota": nominal}
+    if borrowing is not None:
+        r["borrowingLimit"] = borrowing
+    if lending is not None:
+        r["lendingLimit"] = lending
+    return r
+
+
+SCENARIOS = [
+    Scenario(
+        "borrow",  # borrowing up to a's borrowingLimit; b gets what is left; no reclaim
+        {"a": ([("f1", "4", "2", None)], {}), "b": ([("f1", "4", None, None)], {})},
+        [Step("a", "3"), Step("a", "3"), Step("a", "1"), Step("b", "3"), Step("b", "2")],
+    ),
+    Scenario(
+        "lend",  # a lends at most 1 of its 4; b borrows it; a cannot take back what b holds without reclaim
+        {"a": ([("f1", "4", None, "1")], {}), "b": ([("f1", "4", None, None)], {})},
+        [Step("b", "5"), Step("b", "1"), Step("a", "3"), Step("a", "1")],
+    ),
+    Scenario(
+        "preempt",  # within the ClusterQueue, a higher priority preempts a lower one
+        {
+            "a": ([("f1", "4", None, None)], {"preemption": {"withinClusterQueue": "LowerPriority"}}),
+            "b": ([("f1", "4", None, None)], {}),
+        },
+        [Step("a", "3", "low"), Step("a", "1", "low"), Step("a", "3", "high"), Step("a", "2", "low")],
+    ),
+    Scenario(
+        "reclaim",  # b takes back its nominal quota from a workload of a that borrowed it
+        {
+            "a": ([("f1", "4", None, None)], {}),
+            "b": ([("f1", "4", None, None)], {"preemption": {"reclaimWithinCohort": "Any"}}),
+        },
+        [Step("a", "4"), Step("a", "3"), Step("b", "3"), Step("b", "2")],
+    ),
+    Scenario(
+        "fungible",  # two flavors in one resource group: the first that fits, then the next
+        {"a": ([("f1", "2", None, None), ("f2", "3", None, None)], {}), "b": ([("f1", "0", None, None)], {})},
+        [Step("a", "2"), Step("a", "2"), Step("a", "1"), Step("a", "1")],
+        flavors=("f1", "f2"),
+    ),
+]
+
+
+@dataclass
+class Outcome:
+    admitted: bool
+    flavors: dict[str, str] = field(default_factory=dict)
+    preempted: list[str] = field(default_factory=list)
+    predicted: str = ""
+
+    def shown(self) -> tuple[bool, dict[str, str], list[str]]:
+        return self.admitted, self.flavors, self.preempted
+
+
+def _cq(sc: Scenario, q: str) -> Obj:
+    flavors, extra = sc.queues[q]
+    return {
+        "apiVersion": f"{KUEUE}/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": f"diff-{sc.name}-{q}"},
+        "spec": {
+            "cohortName": f"diff-{sc.name}",
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [
+                        {"name": f"diff-{f}", "resources": [_resources(n, b, lend)]} for f, n, b, lend in flavors
+                    ],
+                }
+            ],
+            **extra,
+        },
+    }
+
+
+def _job(sc: Scenario, i: int, step: Step) -> Obj:
+    labels = {f"{KUEUE}/queue-name": step.queue}
+    if step.priority:
+        labels[f"{KUEUE}/priority-class"] = step.priority
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"j{i}", "namespace": f"diff-{sc.name}", "labels": labels},
+        "spec": {
+            "suspend": True,
+            "parallelism": 1,
+            "completions": 1,
+            "template": {
+                "metadata": {"annotations": {"sim.dispatcher.io/run-seconds": "3600"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {"name": "main", "image": "busybox:1.36", "resources": {"requests": {"cpu": step.cpu}}}
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _cond(obj: Obj, ctype: str) -> Obj | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == ctype), None)
+
+
+def _true(obj: Obj, ctype: str) -> bool:
+    c = _cond(obj, ctype)
+    return c is not None and c.get("status") == "True"
+
+
+async def _create(client: ClusterClient, res: Resource, namespace: str | None, obj: Obj) -> None:
+    try:
+        await client.create(res, namespace, obj)
+    except KubeError as exc:
+        if not exc.already_exists:
+            raise
+
+
+async def _eventually(probe: Any, what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = await probe()
+        if got:
+            return got
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def _setup(client: ClusterClient, sc: Scenario) -> None:
+    ns = f"diff-{sc.name}"
+    await _create(client, NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    for f in sc.flavors:
+        await _create(
+            client,
+            FLAVORS,
+            None,
+            {"apiVersion": f"{KUEUE}/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": f"diff-{f}"}, "spec": {}},
+        )
+    await _create(
+        client,
+        COHORTS,
+        None,
+        {"apiVersion": f"{KUEUE}/v1beta2", "kind": "Cohort", "metadata": {"name": f"diff-{sc.name}"}, "spec": {}},
+    )
+    for q in sc.queues:
+        await _create(client, CQS, None, _cq(sc, q))
+        await _create(
+            client,
+            LQS,
+            ns,
+            {
+                "apiVersion": f"{KUEUE}/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": q, "namespace": ns},
+                "spec": {"clusterQueue": f"diff-{sc.name}-{q}"},
+            },
+        )
+
+    async def active() -> bool:
+        for q in sc.queues:
+            obj = await client.get(CQS, None, f"diff-{sc.name}-{q}")
+            if obj is None or not _true(obj, "Active"):
+                return False
+        return True
+
+    await _eventually(active, f"{sc.name}'s ClusterQueues Active")
+
+
+async def _teardown(client: ClusterClient, sc: Scenario) -> None:
+    ns = f"diff-{sc.name}"
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    await client.request("DELETE", JOBS.path(ns), body=body)
+
+    async def no_workloads() -> bool:
+        return not (await client.list(WORKLOADS, ns)).get("items")
+
+    await _eventually(no_workloads, f"{sc.name}'s Workloads deleted", timeout=60)
+    for q in sc.queues:
+        await client.delete(LQS, ns, q)
+        await client.delete(CQS, None, f"diff-{sc.name}-{q}")
+    await client.delete(COHORTS, None, f"diff-{sc.name}")
+
+
+def _predict(
+    cqs: list[Obj], cohorts: list[Obj], flavors: list[Obj], admitted: list[Obj], job: Obj, sc: Scenario, step: Step
+) -> tuple[str, dict[str, str]]:
+    """What the product's quota model says Kueue will do with ``job``: Fit/Preempt/NoFit and the flavors."""
+    tree = QuotaTree([ClusterQueueSpec.from_object(c) for c in cqs], [CohortSpec.from_object(c) for c in cohorts])
+    for wl in admitted:
+        tree.add_workload(AdmittedWorkload.from_object(wl))
+    wl = {
+        "metadata": {"name": "new"},
+        "spec": {"podSets": [{"name": "main", "count": 1, "template": job["spec"]["template"]}]},
+    }
+    assignment = assign_flavors(
+        tree,
+        f"diff-{sc.name}-{step.queue}",
+        workload_pod_sets(wl),
+        {f["metadata"]["name"]: ResourceFlavorSpec.from_object(f) for f in flavors},
+        priority=PRIORITY.get(step.priority or "", 0),
+        queue_order_time=time.time(),
+        now=time.time(),
+    )
+    chosen = {r: a.name for ps in assignment.pod_sets for r, a in ps.flavors.items()}
+    return str(assignment.mode.name if isinstance(assignment.mode, FlavorAssignmentMode) else assignment.mode), chosen
+
+
+async def _run(client: ClusterClient, sc: Scenario) -> tuple[list[Outcome], dict[str, dict[str, str]]]:
+    """The scenario's steps on one cluster; returns each step's outcome and the final admitted set."""
+    ns = f"diff-{sc.name}"
+    await _setup(client, sc)
+    outcomes: list[Outcome] = []
+    try:
+        for i, step in enumerate(sc.steps):
+            workloads = (await client.list(WORKLOADS, ns)).get("items") or []
+            evicted_before = {w["metadata"]["name"] for w in workloads if _true(w, "Evicted")}
+            cqs = [o for o in (await client.list(CQS)).get("items") or [] if o["metadata"]["name"].startswith(ns)]
+            cohorts = [o for o in (await client.list(COHORTS)).get("items") or [] if o["metadata"]["name"] == ns]
+            flavors = (await client.list(FLAVORS)).get("items") or []
+            admitted = [w for w in workloads if _true(w, "QuotaReserved")]
+            job = _job(sc, i, step)
+            mode, chosen = _predict(cqs, cohorts, flavors, admitted, job, sc, step)
+            created = await client.create(JOBS, ns, job)
+            uid = created["metadata"]["uid"]
+
+            async def settled(uid: str = uid) -> Outcome | None:
+                items = (await client.list(WORKLOADS, ns)).get("items") or []
+                mine = [
+                    w for w in items if any(r.get("uid") == uid for r in w["metadata"].get("ownerReferences") or [])
+                ]
+                if not mine:
+                    return None
+                wl = mine[0]
+                victims = sorted(
+                    w["metadata"]["ownerReferences"][0]["name"]
+                    for w in items
+                    if _true(w, "Evicted") and w["metadata"]["name"] not in evicted_before
+                )
+                # A preemption in flight: a victim still holds its quota.
+                if any(_true(w, "Evicted") and _true(w, "QuotaReserved") for w in items):
+                    return None
+                if _true(wl, "QuotaReserved"):
+                    assignment = ((wl["status"].get("admission") or {}).get("podSetAssignments") or [{}])[0]
+                    return Outcome(True, dict(assignment.get("flavors") or {}), victims)
+                pending = _cond(wl, "QuotaReserved")
+                if pending is not None and pending.get("reason") == "Pending":
+                    return Outcome(False, {}, victims)
+                return None
+
+            outcome = await _eventually(settled, f"{sc.name} step {i} settled")
+            # A pending verdict may still turn: give Kueue another moment and read it again.
+            if not outcome.admitted:
+                await asyncio.sleep(1.5)
+                outcome = await _eventually(settled, f"{sc.name} step {i} settled")
+            outcome.predicted = mode if mode != "FIT" else f"FIT {chosen}"
+            outcomes.append(outcome)
+        final: dict[str, dict[str, str]] = {}
+        for w in (await client.list(WORKLOADS, ns)).get("items") or []:
+            if _true(w, "QuotaReserved"):
+                a = ((w["status"].get("admission") or {}).get("podSetAssignments") or [{}])[0]
+                final[w["metadata"]["ownerReferences"][0]["name"]] = dict(a.get("flavors") or {})
+        return outcomes, final
+    finally:
+        await _teardown(client, sc)
+
+
+def _agrees(o: Outcome) -> bool:
+    """The model's prediction agrees with what Kueue did."""
+    if o.predicted.startswith("FIT"):
+        return o.admitted and not o.preempted and o.predicted == f"FIT {o.flavors}"
+    if o.predicted == "PREEMPT":
+        return o.admitted and bool(o.preempted)
+    return not o.admitted and not o.preempted
+
+
+@pytest.mark.real_rig
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.name)
+async def test_kueue_admits_as_predicted(
+    scenario: Scenario, backend: str, real_rig: RealRig | None, tmp_path: Path
+) -> None:
+    world = None
+    if real_rig is not None:
+        await clean(real_rig)
+        client = await real_rig.client("worker-2")
+    else:
+        from dispatcher.sim.world import SimWorld, WorldOptions
+
+        world = SimWorld(WorldOptions(workers=1, gpu_workers=0))
+        await world.start()
+        await asyncio.to_thread(world.write_files, tmp_path)
+        client = await connect("sim-worker", KubeconfigRef(path=str(tmp_path / "worker-1.kubeconfig")))
+    try:
+        outcomes, final = await _run(client, scenario)
+    finally:
+        await client.close()
+        if world is not None:
+            await world.stop()
+    table = "\n".join(
+        f"  step {i} {s}: admitted={o.admitted} flavors={o.flavors} preempted={o.preempted} model={o.predicted}"
+        for i, (s, o) in enumerate(zip(scenario.steps, outcomes, strict=True))
+    )
+    EXPECTED[(scenario.name, backend)] = ([o.shown() for o in outcomes], final)
+    disagreements = [i for i, o in enumerate(outcomes) if not _agrees(o)]
+    assert not disagreements, f"{backend} Kueue and the quota model disagree at steps {disagreements}:\n{table}"
+    other = EXPECTED.get((scenario.name, "real" if backend == "sim" else "sim"))
+    if other is not None:
+        assert other == EXPECTED[(scenario.name, backend)], f"the simulator and real Kueue differ:\n{table}\n{other}"
+
+
+#: Outcomes per (scenario, backend), so that whichever backend runs second compares with the first.
+EXPECTED: dict[tuple[str, str], Any] = {}
