@@ -29,6 +29,7 @@ from dispatcher.placement.quota import (
     QuotaTree,
     ResourceFlavorSpec,
     assign_flavors,
+    preemption_targets,
     workload_pod_sets,
 )
 
@@ -58,6 +59,7 @@ class Scenario:
     queues: dict[str, tuple[list[tuple[str, str, str | None, str | None]], Obj]]
     steps: list[Step]
     flavors: tuple[str, ...] = ("f1",)
+    cohort: Obj = field(default_factory=dict)  # the Cohort's spec (its own quota, hierarchical cohorts)
 
 
 def _resources(nominal: str, borrowing: str | None, lending: str | None) -> Obj:
@@ -101,6 +103,39 @@ SCENARIOS = [
         {"a": ([("f1", "2", None, None), ("f2", "3", None, None)], {}), "b": ([("f1", "0", None, None)], {})},
         [Step("a", "2"), Step("a", "2"), Step("a", "1"), Step("a", "1")],
         flavors=("f1", "f2"),
+    ),
+    Scenario(
+        "trynext",  # whenCanBorrow: TryNextFlavor: a flavor without borrowing beats borrowing in the first one
+        {
+            "a": (
+                [("f1", "2", None, None), ("f2", "4", None, None)],
+                {"flavorFungibility": {"whenCanBorrow": "TryNextFlavor"}},
+            ),
+            "b": ([("f1", "4", None, None), ("f2", "0", None, None)], {}),
+        },
+        [Step("a", "2"), Step("a", "2"), Step("a", "3"), Step("a", "1"), Step("a", "2")],
+        flavors=("f1", "f2"),
+    ),
+    Scenario(
+        "cohortquota",  # the Cohort's own quota, shared by its ClusterQueues
+        {"a": ([("f1", "1", None, None)], {}), "b": ([("f1", "1", None, None)], {})},
+        [Step("a", "3"), Step("b", "3"), Step("a", "1"), Step("b", "1")],
+        cohort={
+            "resourceGroups": [
+                {
+                    "coveredResources": ["cpu"],
+                    "flavors": [{"name": "diff-f1", "resources": [_resources("4", None, None)]}],
+                }
+            ]
+        },
+    ),
+    Scenario(
+        "reclaimlow",  # reclaimWithinCohort: LowerPriority takes back only from lower priorities
+        {
+            "a": ([("f1", "4", None, None)], {}),
+            "b": ([("f1", "4", None, None)], {"preemption": {"reclaimWithinCohort": "LowerPriority"}}),
+        },
+        [Step("a", "4", "high"), Step("a", "3", "low"), Step("b", "3"), Step("b", "3", "high")],
     ),
 ]
 
@@ -204,7 +239,12 @@ async def _setup(client: ClusterClient, sc: Scenario) -> None:
         client,
         COHORTS,
         None,
-        {"apiVersion": f"{KUEUE}/v1beta2", "kind": "Cohort", "metadata": {"name": f"diff-{sc.name}"}, "spec": {}},
+        {
+            "apiVersion": f"{KUEUE}/v1beta2",
+            "kind": "Cohort",
+            "metadata": {"name": f"diff-{sc.name}"},
+            "spec": sc.cohort,
+        },
     )
     for q in sc.queues:
         await _create(client, CQS, None, _cq(sc, q))
@@ -247,26 +287,35 @@ async def _teardown(client: ClusterClient, sc: Scenario) -> None:
 
 def _predict(
     cqs: list[Obj], cohorts: list[Obj], flavors: list[Obj], admitted: list[Obj], job: Obj, sc: Scenario, step: Step
-) -> tuple[str, dict[str, str]]:
-    """What the product's quota model says Kueue will do with ``job``: Fit/Preempt/NoFit and the flavors."""
+) -> str:
+    """What the product's quota model says Kueue will do with ``job``: ``FIT {flavors}``, ``PREEMPT [victims]``
+    (the Jobs of the workloads Kueue's preemptor would evict; none: the workload waits) or ``NOFIT``."""
     tree = QuotaTree([ClusterQueueSpec.from_object(c) for c in cqs], [CohortSpec.from_object(c) for c in cohorts])
+    owners = {}
     for wl in admitted:
         tree.add_workload(AdmittedWorkload.from_object(wl))
+        owners[wl["metadata"]["name"]] = wl["metadata"]["ownerReferences"][0]["name"]
     wl = {
         "metadata": {"name": "new"},
         "spec": {"podSets": [{"name": "main", "count": 1, "template": job["spec"]["template"]}]},
     }
+    priority = PRIORITY.get(step.priority or "", 0)
+    now = time.time()
     assignment = assign_flavors(
         tree,
         f"diff-{sc.name}-{step.queue}",
         workload_pod_sets(wl),
         {f["metadata"]["name"]: ResourceFlavorSpec.from_object(f) for f in flavors},
-        priority=PRIORITY.get(step.priority or "", 0),
-        queue_order_time=time.time(),
-        now=time.time(),
+        priority=priority,
+        queue_order_time=now,
+        now=now,
     )
-    chosen = {r: a.name for ps in assignment.pod_sets for r, a in ps.flavors.items()}
-    return str(assignment.mode.name if isinstance(assignment.mode, FlavorAssignmentMode) else assignment.mode), chosen
+    if assignment.mode == FlavorAssignmentMode.FIT:
+        return f"FIT { ({r: a.flavor for ps in assignment.pod_sets for r, a in ps.flavors.items()}) }"
+    if assignment.mode == FlavorAssignmentMode.PREEMPT:
+        targets = preemption_targets(tree, assignment, priority=priority, queue_order_time=now, now=now)
+        return f"PREEMPT {sorted(owners.get(t.workload.key.split('/')[-1], t.workload.key) for t in targets)}"
+    return "NOFIT"
 
 
 async def _run(client: ClusterClient, sc: Scenario) -> tuple[list[Outcome], dict[str, dict[str, str]]]:
@@ -283,11 +332,11 @@ async def _run(client: ClusterClient, sc: Scenario) -> tuple[list[Outcome], dict
             flavors = (await client.list(FLAVORS)).get("items") or []
             admitted = [w for w in workloads if _true(w, "QuotaReserved")]
             job = _job(sc, i, step)
-            mode, chosen = _predict(cqs, cohorts, flavors, admitted, job, sc, step)
+            predicted = _predict(cqs, cohorts, flavors, admitted, job, sc, step)
             created = await client.create(JOBS, ns, job)
             uid = created["metadata"]["uid"]
 
-            async def settled(uid: str = uid) -> Outcome | None:
+            async def settled(uid: str = uid, evicted_before: set[str] = evicted_before) -> Outcome | None:
                 items = (await client.list(WORKLOADS, ns)).get("items") or []
                 mine = [
                     w for w in items if any(r.get("uid") == uid for r in w["metadata"].get("ownerReferences") or [])
@@ -316,7 +365,7 @@ async def _run(client: ClusterClient, sc: Scenario) -> tuple[list[Outcome], dict
             if not outcome.admitted:
                 await asyncio.sleep(1.5)
                 outcome = await _eventually(settled, f"{sc.name} step {i} settled")
-            outcome.predicted = mode if mode != "FIT" else f"FIT {chosen}"
+            outcome.predicted = predicted
             outcomes.append(outcome)
         final: dict[str, dict[str, str]] = {}
         for w in (await client.list(WORKLOADS, ns)).get("items") or []:
@@ -332,8 +381,11 @@ def _agrees(o: Outcome) -> bool:
     """The model's prediction agrees with what Kueue did."""
     if o.predicted.startswith("FIT"):
         return o.admitted and not o.preempted and o.predicted == f"FIT {o.flavors}"
-    if o.predicted == "PREEMPT":
-        return o.admitted and bool(o.preempted)
+    if o.predicted.startswith("PREEMPT"):
+        victims = o.predicted.removeprefix("PREEMPT ")
+        if victims == "[]":  # Preempt mode without candidates: Kueue leaves it pending
+            return not o.admitted and not o.preempted
+        return o.admitted and victims == str(o.preempted)
     return not o.admitted and not o.preempted
 
 

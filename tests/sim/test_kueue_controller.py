@@ -259,7 +259,7 @@ async def test_queues_beyond_quota_and_admits_when_quota_frees(sim: Sim) -> None
     await wait_for(lambda: admitted(sim, "a") and admitted(sim, "b"), "a and b admitted")
     pending = await wait_for(lambda: cond(sim.workload_of("c"), "QuotaReserved"), "c pending condition")
     assert pending["status"] == "False"
-    assert pending["reason"] == "WaitingForQuota"
+    assert pending["reason"] == "Pending"
     assert pending["message"] == (
         "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, "
         "1 more needed"
@@ -290,7 +290,7 @@ async def test_borrows_inside_a_cohort(sim: Sim) -> None:
     # Beyond what the cohort has, nothing more is admitted.
     sim.client.create(job("more", cpu="2"))
     pending = await wait_for(lambda: cond(sim.workload_of("more"), "QuotaReserved"), "pending")
-    assert pending["reason"] == "WaitingForQuota"
+    assert pending["reason"] == "Pending"
     assert "insufficient unused quota for cpu in flavor default-flavor, 1 more needed" in pending["message"]
 
 
@@ -404,7 +404,7 @@ async def test_missing_local_queue_is_misconfigured_until_created(sim: Sim) -> N
     pending = await wait_for(lambda: cond(sim.workload_of("orphan"), "QuotaReserved"), "inadmissible condition")
     assert (pending["status"], pending["reason"], pending["message"]) == (
         "False",
-        "Misconfigured",
+        "Inadmissible",
         "LocalQueue nope doesn't exist",
     )
     sim.apply(local_queue("default", "nope", "cq"))
@@ -429,7 +429,7 @@ async def test_inactive_and_stopped_cluster_queues(sim: Sim) -> None:
     sim.client.create(job("j-nofl", queue="nofl-q"))
     sim.client.create(job("j-held", queue="held-q"))
     c = await wait_for(lambda: cond(sim.workload_of("j-nofl"), "QuotaReserved"), "inactive condition")
-    assert (c["reason"], c["message"]) == ("Suspended", "ClusterQueue nofl is inactive")
+    assert (c["reason"], c["message"]) == ("Inadmissible", "ClusterQueue nofl is inactive")  # Kueue v0.17
     lq_active = await wait_for(lambda: cond(sim.lq("default", "nofl-q"), "Active"), "lq Active")
     assert (lq_active["status"], lq_active["reason"]) == ("False", "ClusterQueueIsInactive")
     # Creating the flavor activates the queue and admits the job; releasing the hold does the same.
@@ -449,7 +449,8 @@ async def test_namespace_selector_mismatch(sim: Sim) -> None:
     )
     sim.client.create(job("j"))
     c = await wait_for(lambda: cond(sim.workload_of("j"), "QuotaReserved"), "namespace mismatch")
-    assert (c["reason"], c["message"]) == ("Misconfigured", "workload namespace doesn't match ClusterQueue selector")
+    # Kueue v0.17's scheduler: Pending, and a capital W (the newer granular reasons say Misconfigured).
+    assert (c["reason"], c["message"]) == ("Pending", "Workload namespace doesn't match ClusterQueue selector")
 
 
 async def test_hami_resource_transformation_from_the_configmap(sim: Sim) -> None:

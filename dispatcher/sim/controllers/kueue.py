@@ -767,7 +767,12 @@ class KueueController(Controller):
             e = _Entry(cq_name, key, obj, _priority(obj), queue_order_timestamp(obj))
             spec = self._cq_specs[cq_name]
             if not spec.matches_namespace(self._ns_labels.get(key[0], {})):
-                e.message = "workload namespace doesn't match ClusterQueue selector"
+                # Kueue v0.17 (scheduler.go): a capital W; the granular reasons of newer Kueue say Misconfigured.
+                e.message = (
+                    "workload namespace doesn't match ClusterQueue selector"
+                    if UNADMITTED_WORKLOADS_OBSERVABILITY
+                    else "Workload namespace doesn't match ClusterQueue selector"
+                )
                 e.reason = "Misconfigured"
                 inadmissible.append(e)
                 continue

@@ -71,10 +71,11 @@ STOPPING_ANNOTATION = "kueue.x-k8s.io/stopping"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 PROVREQ_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
 
-#: Kueue's ``UnadmittedWorkloadsObservability`` feature gate (Beta, on by default at this commit): pending
-#: workloads carry granular reasons (``WaitingForQuota``, ``Misconfigured``, ...) instead of the legacy
-#: ``Pending`` / ``Inadmissible``. Flip it to reproduce older Kueue releases.
-UNADMITTED_WORKLOADS_OBSERVABILITY = True
+#: Kueue's ``UnadmittedWorkloadsObservability`` feature gate (newer than v0.17): pending workloads carry granular
+#: reasons (``WaitingForQuota``, ``Misconfigured``, ...) instead of the legacy ``Pending`` / ``Inadmissible``.
+#: Off, as in Kueue v0.17.0, the release the real rig builds (its workloads say ``Pending``; found by
+#: tests/differential/test_kueue_admission.py). Flip it to reproduce Kueue at HEAD.
+UNADMITTED_WORKLOADS_OBSERVABILITY = False
 
 _HASH_LENGTH = 5
 _MAX_WORKLOAD_NAME = 253
