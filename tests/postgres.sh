@@ -28,7 +28,7 @@ fi
 version=$(pg_lsclusters -h | awk 'NR==1 {print $1}')
 cluster=$(pg_lsclusters -h | awk 'NR==1 {print $2}')
 if [ -z "$version" ]; then
-  version=$(ls /usr/lib/postgresql | sort -V | tail -1)
+  version=$(basename "$(printf "%s\n" /usr/lib/postgresql/* | sort -V | tail -1)")
   cluster=main
   pg_createcluster "$version" "$cluster" >/dev/null
 fi
