@@ -85,6 +85,9 @@ def _job(name: str, **spec: Any) -> Obj:
             }
         },
         "suspend": True,
+        # Managed by nobody here: no Job controller writes its status while the sequence runs (the real one and
+        # the simulated one would race the test, each at its own pace).
+        "managedBy": "example.com/nobody",
     }
     base.update(spec)
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NS}, "spec": base}
