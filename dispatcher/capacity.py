@@ -103,6 +103,8 @@ class WorkerView:
         self._task: asyncio.Task[None] | None = None
         self._pods_started = False
         self._config_seen = False
+        #: Discovery refused with 401/403 (before any informer exists).
+        self.discovery_rejected: KubeError | None = None
 
     @property
     def name(self) -> str:
@@ -129,6 +131,16 @@ class WorkerView:
         contacts = [inf.last_contact for inf in self.informers.values()]
         return max([self.client.last_success, *contacts])
 
+    def rejection(self) -> str | None:
+        """Why this worker refuses the dispatcher, if it does: the first 401/403 of discovery or an informer
+        (``Forbidden: ... cannot list resource "pods" ...`` names what the RBAC lacks)."""
+        if self.discovery_rejected is not None:
+            return self.discovery_rejected.rejection()
+        for inf in self.informers.values():
+            if inf.rejected is not None:
+                return inf.rejected.rejection()
+        return None
+
     def remote_jobs(self, plural: str) -> dict[tuple[str, str], Obj]:
         inf = self.informers.get(f"remote-{plural}")
         return inf.cache if inf is not None else {}
@@ -145,8 +157,14 @@ class WorkerView:
             except KubeError as exc:
                 attempt += 1
                 delay = min(30.0, 0.5 * 2 ** min(attempt, 6))
-                log.info("worker %s: Kueue API discovery failed (%s); retrying in %.0fs", self.name, exc, delay)
+                if exc.rejected:
+                    if self.discovery_rejected is None:
+                        log.error("worker %s: Kueue API discovery refused: %s", self.name, exc.rejection())
+                    self.discovery_rejected = exc
+                else:
+                    log.info("worker %s: Kueue API discovery failed (%s); retrying in %.0fs", self.name, exc, delay)
                 await asyncio.sleep(delay)
+        self.discovery_rejected = None
         self._start_informers(served)
         await asyncio.gather(*(inf.synced.wait() for inf in self.informers.values()))
         if not self._config_seen:

@@ -417,6 +417,10 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
 
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
+    if args.action == "list":
+        return _cmd_status(args)
+    if not args.name:
+        raise UsageError(f"cluster {args.action}: name the worker cluster")
     path = f"/api/v1/clusters/{args.name}/{args.action}"
     if args.action == "drain" and args.running:
         path += "?running=true"
@@ -564,9 +568,9 @@ def build_parser() -> argparse.ArgumentParser:
         wls.add_argument(f"--{flag}")
     wls.add_argument("--limit", type=int, default=100)
     wls.set_defaults(func=_cmd_workloads)
-    cl = sub.add_parser("cluster", help="operator controls: cordon, uncordon, drain a worker")
-    cl.add_argument("action", choices=["cordon", "uncordon", "drain"])
-    cl.add_argument("name", help="worker cluster name")
+    cl = sub.add_parser("cluster", help="workers and operator controls: list, cordon, uncordon, drain")
+    cl.add_argument("action", choices=["list", "cordon", "uncordon", "drain"])
+    cl.add_argument("name", nargs="?", help="worker cluster name (not for list)")
     cl.add_argument("--running", action="store_true", help="drain: also move admitted and running workloads")
     api_args(cl)
     cl.set_defaults(func=_cmd_cluster)

@@ -6,6 +6,10 @@ from Suspect it returns to Ready only after ``recover_probes`` successful probes
 slow answer does not flap it. A Lost worker that answers again is ``Recovering``: the service
 fences it (deletes stale copies) before it becomes Ready. Probes have short deadlines, so a worker
 that accepts connections and never answers (a partition) goes the same way as a dead one.
+
+A worker that answers but refuses the dispatcher's credentials (401) or rights (403) is ``NotReady``
+with that reason: it is alive, so it is never failed over from (its copies may be running, and they
+could not be fenced), but nothing is placed there until it accepts the dispatcher again.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ class HealthState:
     SUSPECT = "Suspect"
     LOST = "Lost"
     RECOVERING = "Recovering"
+    #: Answers, but refuses the dispatcher (401/403): ``HealthMachine.reason`` says how.
+    NOT_READY = "NotReady"
 
 
 @dataclass
@@ -43,15 +49,30 @@ class HealthMachine:
     streak: int = 0
     #: When the worker was last seen alive before being declared Lost (for drills: detection time).
     lost_at: float = 0.0
+    #: Why the worker is NotReady (its refusal), empty otherwise.
+    reason: str = ""
 
     def contact(self, now: float) -> None:
         self.last_contact = max(self.last_contact, now)
 
-    def probe(self, ok: bool, now: float) -> str | None:
-        """Feed a probe result; returns the new state when it changed."""
-        if ok:
+    def probe(self, result: bool | str, now: float) -> str | None:
+        """Feed a probe result (True, False, or the worker's refusal); returns the new state when it changed."""
+        if isinstance(result, str):
+            # It answered: alive. But it refuses us: nothing may be placed there, and it is not failed over from.
+            self.contact(now)
+            self.streak = 0
+            old = self.state
+            self.reason = result
+            if self.state not in (HealthState.LOST, HealthState.RECOVERING, HealthState.NOT_READY):
+                self.state = HealthState.NOT_READY
+                self.since = now
+                return self.state
+            return None if self.state == old else self.state
+        if result:
             self.contact(now)
             self.streak += 1
+            if self.state != HealthState.LOST:
+                self.reason = ""
         else:
             self.streak = 0
         return self.tick(now)
@@ -66,6 +87,11 @@ class HealthMachine:
                 self.state = HealthState.LOST
         elif self.state == HealthState.READY:
             if silent > self.suspect_after:
+                self.state = HealthState.SUSPECT
+        elif self.state == HealthState.NOT_READY:
+            if self.streak >= 1 and not self.reason:
+                self.state = HealthState.READY
+            elif silent > self.suspect_after:
                 self.state = HealthState.SUSPECT
         elif self.state == HealthState.SUSPECT:
             if silent > self.lost_timeout:
@@ -89,7 +115,7 @@ class HealthMachine:
             self.since = now
 
 
-Probe = Callable[[], Awaitable[bool]]
+Probe = Callable[[], Awaitable[bool | str]]
 Contact = Callable[[], float]
 OnChange = Callable[[str, str, str], None]
 
@@ -131,12 +157,18 @@ class HealthMonitor:
         for name, result in zip(names, results, strict=True):
             machine = self.machines[name]
             machine.contact(self._probes[name][1]())
-            ok = result is True
-            old = machine.state
-            new = machine.probe(ok, now)
+            verdict: bool | str = result if isinstance(result, str) else result is True
+            old, old_reason = machine.state, machine.reason
+            new = machine.probe(verdict, now)
             if new is not None:
-                log.info("worker %s: %s -> %s", name, old, new)
+                if new == HealthState.NOT_READY:
+                    log.error("worker %s: %s -> NotReady: %s", name, old, machine.reason)
+                else:
+                    log.info("worker %s: %s -> %s", name, old, new)
                 self.on_change(name, old, new)
+            elif machine.reason != old_reason and machine.state == HealthState.NOT_READY:
+                log.error("worker %s: NotReady: %s", name, machine.reason)
+                self.on_change(name, old, machine.state)
 
     async def _run(self) -> None:
         while True:

@@ -58,7 +58,7 @@ log = logging.getLogger("dispatcher.metrics")
 
 PREFIX = "kueue_dispatcher"
 
-HEALTH_STATES = ("Unknown", "Ready", "Suspect", "Lost", "Recovering")
+HEALTH_STATES = ("Unknown", "Ready", "Suspect", "Lost", "Recovering", "NotReady")
 WORKLOAD_STATES = ("Pending", "Placing", "Placed", "Admitted", "Running", "Succeeded", "Failed", "Cancelled")
 
 #: Submission to placement, and placement to admission: from well under a second to an hour.

@@ -47,7 +47,7 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def clusters_table(body: Any) -> str:
-    rows = [["CLUSTER", "HEALTH", "CORDONED", "SYNCED", "IN-FLIGHT", "WEIGHT", "LATENCY"]]
+    rows = [["CLUSTER", "HEALTH", "CORDONED", "SYNCED", "IN-FLIGHT", "WEIGHT", "LATENCY", "REASON"]]
     for c in body.get("items") or []:
         rows.append(
             [
@@ -58,6 +58,7 @@ def clusters_table(body: Any) -> str:
                 str(c.get("inFlight", c.get("in_flight", ""))),
                 str(c.get("weight")),
                 f"{float(c.get('latencySeconds', c.get('latency', 0)) or 0) * 1000:.0f}ms",
+                str(c.get("reason") or ""),
             ]
         )
     return _table(rows)

@@ -137,6 +137,17 @@ class TransitionBatcher:
                     future.set_result(bool(ok))
 
 
+async def _probe(client: ClusterClient, view: WorkerView, timeout: float) -> bool | str:
+    """A worker's health probe: its ``/readyz``, and whether it refuses any of the dispatcher's reads (a
+    ServiceAccount without the RBAC to list pods answers ``/readyz`` but cannot be placed on)."""
+    result = await client.probe(timeout)
+    if result is True:
+        refused = view.rejection()
+        if refused:
+            return refused
+    return result
+
+
 class Dispatcher:
     """One dispatcher instance: manager intake, worker views, placement, mirror, sync, clean-up."""
 
@@ -209,6 +220,7 @@ class Dispatcher:
         places, mirrors, syncs and fails over."""
         cfg = self.config
         self.manager = await connect("manager", cfg.manager)
+        await self._check_manager_access()
         for w in cfg.workers:
             self.clients[w.name] = await connect(w.name, w.kube, manager=self.manager)
         if self.fence is not None:
@@ -234,7 +246,7 @@ class Dispatcher:
             self.health.add(
                 name,
                 HealthMachine(suspect_after=self.policy.suspect_after, lost_timeout=self.policy.lost_timeout),
-                functools.partial(client.readyz, timeout=max(0.5, min(3.0, self.policy.lost_timeout / 4))),
+                functools.partial(_probe, client, view, max(0.5, min(3.0, self.policy.lost_timeout / 4))),
                 view.last_contact,
             )
             view.start()
@@ -270,6 +282,39 @@ class Dispatcher:
             )
             self.elector.start()
         self.started.set()
+
+    async def _check_manager_access(self) -> None:
+        """Fail the start when the manager refuses the dispatcher's credentials or rights: a dispatcher that can
+        never list Jobs would otherwise start, report ready and take nothing. (An unreachable manager is not an
+        error here: it may come up later, and the informers keep trying.)"""
+        assert self.manager is not None
+        jobs = self.adapters["Job"].resource if "Job" in self.adapters else next(iter(self.adapters.values())).resource
+        try:
+            await self.manager.list(jobs, limit=1)
+        except KubeError as exc:
+            if not exc.rejected:
+                log.warning("the manager does not answer yet (%s); the dispatcher keeps trying", exc)
+                return
+            hint = (
+                "check the credentials of that kubeconfig"
+                if exc.code == 401
+                else "grant the dispatcher its RBAC on the manager (deploy/rbac.yaml)"
+            )
+            raise KubeError(
+                exc.code,
+                exc.reason,
+                f"the manager ({self.config.manager.describe()}) refuses the dispatcher: {exc.rejection()}; {hint}",
+            ) from None
+
+    def manager_rejection(self) -> str | None:
+        """Why the manager refuses the dispatcher now (401/403 on its informers), if it does: /readyz says it."""
+        informers: list[Informer] = list(self.intake.informers) if self.intake is not None else []
+        if self._priority_informer is not None:
+            informers.append(self._priority_informer)
+        for inf in informers:
+            if inf.rejected is not None:
+                return inf.rejected.rejection()
+        return None
 
     async def _load_clusters(self) -> None:
         for row in (await self.repo.ensure_clusters(self.clients)).values():
@@ -597,6 +642,8 @@ class Dispatcher:
         if cap is None:
             return
         cap.health = new
+        machine = self.health.machines.get(name)
+        cap.health_reason = machine.reason if machine is not None and new == HealthState.NOT_READY else ""
         cap.touch()
         if not self.leading:
             return  # a standby only keeps the state; the leader records it and acts (see _resume_health)

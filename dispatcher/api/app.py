@@ -334,14 +334,18 @@ async def readyz(request: web.Request) -> web.Response:
         request.app[METRICS].sql_error()
         log.warning("readiness: the database does not answer (%s)", type(exc).__name__)
     reason: str | None = None
+    refused_by = getattr(d, "manager_rejection", None)
+    refused = refused_by() if callable(refused_by) else None
     if not started:
         reason = "the dispatcher is starting: connecting to the clusters and resuming open workloads from SQL"
     elif database != "ok":
         reason = f"the database does not answer within {PING_TIMEOUT:g}s; no decision can be recorded until it does"
+    elif refused:
+        reason = f"the manager cluster refuses the dispatcher ({refused}): no Job can be taken until it accepts it"
     body = {
         "status": "not ready" if reason else "ready",
         "reason": reason,
-        "checks": {"started": started, "database": database},
+        "checks": {"started": started, "database": database, "manager": "refused" if refused else "ok"},
         # Ready means "can serve" (a standby serves the read-only API); leadership is shown, not required.
         "leader": bool(getattr(d, "is_leader", True)),
         "leaderIdentity": getattr(d, "leader_identity", None),

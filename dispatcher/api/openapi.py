@@ -54,7 +54,11 @@ def _error(description: str) -> Obj:
 
 CLUSTER_SUMMARY: Obj = {
     "name": STR,
-    "health": {**STR, "description": "Unknown, Ready, Suspect, Lost or Recovering"},
+    "health": {**STR, "description": "Unknown, Ready, Suspect, Lost, Recovering or NotReady"},
+    "reason": {
+        **NSTR,
+        "description": "why a NotReady worker refuses the dispatcher (Unauthorized, or Forbidden and what)",
+    },
     "cordoned": {**BOOL, "description": "a cordoned worker takes no new workloads"},
     "weight": {"type": "number", "minimum": 0},
     "labels": STRING_MAP,
@@ -227,7 +231,17 @@ SCHEMAS: Obj = {
         {
             "status": {"type": "string", "enum": ["ready", "not ready"]},
             "reason": NSTR,
-            "checks": _obj({"started": BOOL, "database": {"type": "string", "enum": ["ok", "unreachable"]}}),
+            "checks": _obj(
+                {
+                    "started": BOOL,
+                    "database": {"type": "string", "enum": ["ok", "unreachable"]},
+                    "manager": {
+                        "type": "string",
+                        "enum": ["ok", "refused"],
+                        "description": "refused: the manager answers the dispatcher's informers with 401/403",
+                    },
+                }
+            ),
             "leader": {**BOOL, "description": "this replica leads (always true without leader election)"},
             "leaderIdentity": {**NSTR, "description": "the Lease's holder as this replica saw it (HA only)"},
         }

@@ -52,6 +52,7 @@ def cluster_summary(cap: WorkerCapacity, client: Any = None) -> Obj:
     return {
         "name": cap.name,
         "health": str(cap.health),
+        "reason": str(cap.health_reason) or None,
         "cordoned": bool(cap.cordoned),
         "weight": float(cap.weight),
         "labels": {str(k): str(v) for k, v in cap.labels.items()},

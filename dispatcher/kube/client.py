@@ -77,6 +77,18 @@ class KubeError(Exception):
         return self.code in (0, 429) or self.code >= 500
 
     @property
+    def rejected(self) -> bool:
+        """The server refused our credentials (401) or our rights (403): retrying will not help."""
+        return self.code in (401, 403)
+
+    def rejection(self) -> str:
+        """``Unauthorized`` or ``Forbidden: <the server's message>`` (the message names the user and the verb,
+        never a credential)."""
+        if self.code == 401:
+            return "Unauthorized: the API server refused the credentials"
+        return f"Forbidden: {self.message}"
+
+    @property
     def not_found(self) -> bool:
         return self.code == 404
 
@@ -185,7 +197,8 @@ class ClusterClient:
             self._observe(started, False)
             raise KubeError(0, type(exc).__name__, f"{self.name}: {_describe(exc)}") from None
         if status >= 400:
-            self._observe(started, status < 500 and status != 429)
+            # A refusal (401/403) is an API error an operator must see, not a healthy answer.
+            self._observe(started, status < 500 and status not in (401, 403, 429))
             raise _error_from(status, raw, retry_after)
         self._observe(started, True)
         if not raw:
@@ -311,10 +324,15 @@ class ClusterClient:
 
     async def readyz(self, timeout: float = 3.0) -> bool:
         """The server's own readiness, within ``timeout`` seconds."""
+        return await self.probe(timeout) is True
+
+    async def probe(self, timeout: float = 3.0) -> bool | str:
+        """``/readyz`` within ``timeout``: True (ready), False (no answer, or not ready), or the rejection
+        (:meth:`KubeError.rejection`) when the server answers but refuses our credentials."""
         try:
             await self.request("GET", "/readyz", timeout=timeout)
-        except KubeError:
-            return False
+        except KubeError as exc:
+            return exc.rejection() if exc.rejected else False
         return True
 
     async def watch(

@@ -54,6 +54,7 @@ class Informer:
         idle_timeout: float = 90.0,
         absent_recheck: float = 60.0,
         on_served: Callable[[bool], None] | None = None,
+        on_rejected: Callable[[KubeError | None], None] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -66,6 +67,10 @@ class Informer:
         self.idle_timeout = idle_timeout
         self.absent_recheck = absent_recheck
         self.on_served = on_served
+        #: Told when the server starts refusing our credentials or rights (the 401/403), and (None) when it stops.
+        self.on_rejected = on_rejected
+        #: The last 401/403 while it lasts: the informer keeps retrying, but slowly, and says so once.
+        self.rejected: KubeError | None = None
         #: None until the first list; False while the server answers the list with 404.
         self.served: bool | None = None
         self.cache: dict[Key, Obj] = {}
@@ -137,7 +142,24 @@ class Informer:
         self.resource_version = rv
         self.relists += 1
         self._set_served(True)
+        self._set_rejected(None)
         self.synced.set()
+
+    def _set_rejected(self, error: KubeError | None) -> None:
+        if (self.rejected is None) == (error is None):
+            self.rejected = error
+            return
+        self.rejected = error
+        if error is None:
+            log.warning("informer %s: the API server accepts the dispatcher's credentials again", self.name)
+        else:
+            log.error("informer %s: the API server refuses to list %s: %s %s", self.name, self.resource.plural,
+                      error.code, error.rejection())
+        if self.on_rejected is not None:
+            try:
+                self.on_rejected(error)
+            except Exception:
+                log.exception("informer %s: on_rejected failed", self.name)
 
     def _set_served(self, served: bool) -> None:
         if self.served is served:
@@ -211,6 +233,12 @@ class Informer:
                 if e.code == 410:
                     log.info("informer %s: resourceVersion %s expired, relisting", self.name, self.resource_version)
                     need_list = True
+                    continue
+                if e.rejected:
+                    # Credentials or RBAC: said once at ERROR, retried slowly (someone has to fix them).
+                    self._set_rejected(e)
+                    need_list = True
+                    await asyncio.sleep(min(self.absent_recheck, 10.0))
                     continue
                 attempt += 1
                 if attempt >= 5:

@@ -370,7 +370,8 @@ class PlacementEngine:
     def _worker_check(w: WorkerCapacity) -> Verdict | None:
         """The checks that depend on the worker alone (cached with the shape's verdicts)."""
         if w.health != "Ready":
-            return Verdict(w.name, False, f"cluster is {w.health}, not Ready")
+            why = f" ({w.health_reason})" if w.health_reason else ""
+            return Verdict(w.name, False, f"cluster is {w.health}, not Ready{why}")
         if w.cordoned:
             return Verdict(w.name, False, "cluster is cordoned (no new placements)")
         if not w.synced:

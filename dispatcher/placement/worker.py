@@ -132,6 +132,7 @@ class WorkerCapacity:
         #: The version of the last change other than adding one of our reservations.
         self.base_version = 0
         self._health = "Unknown"
+        self._health_reason = ""
         self._cordoned = False
         self._synced = False
         #: Workload kinds whose resource the cluster does not serve (no CRD): never placed there.
@@ -184,6 +185,17 @@ class WorkerCapacity:
     def health(self, value: str) -> None:
         if value != self._health:
             self._health = value
+            self.touch()
+
+    @property
+    def health_reason(self) -> str:
+        """Why the worker is not Ready when it says (NotReady: the 401/403 it answers the dispatcher with)."""
+        return self._health_reason
+
+    @health_reason.setter
+    def health_reason(self, value: str) -> None:
+        if value != self._health_reason:
+            self._health_reason = value
             self.touch()
 
     @property

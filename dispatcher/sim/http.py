@@ -194,10 +194,15 @@ class ApiServer:
 
     @web.middleware
     async def _auth_mw(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path.rstrip("/") in PUBLIC_PATHS or request.path.startswith(("/readyz/", "/livez/", "/healthz/")):
-            return await handler(request)
         auth = request.headers.get("Authorization", "")
         given = auth[7:].strip() if auth.startswith("Bearer ") else ""
+        public = request.path.rstrip("/") in PUBLIC_PATHS or request.path.startswith(
+            ("/readyz/", "/livez/", "/healthz/")
+        )
+        if public and not auth:
+            return await handler(request)  # anonymous: the health endpoints are public
+        # A token that does not authenticate is refused everywhere, health endpoints included (kube-apiserver
+        # never falls back to anonymous for a bad credential).
         if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
             return _error(errors.unauthorized())
         return await handler(request)

@@ -359,7 +359,7 @@ async def test_healthz_and_readyz_need_no_token(client: Client, world: World) ->
     assert body == {
         "status": "ready",
         "reason": None,
-        "checks": {"started": True, "database": "ok"},
+        "checks": {"started": True, "database": "ok", "manager": "ok"},
         "leader": True,  # a single replica always leads
         "leaderIdentity": None,
     }
@@ -371,7 +371,7 @@ async def test_readyz_is_503_until_started(client: Client, world: World) -> None
     body = await get_json(client, "/readyz", 503, headers={})
     assert_schema(body, "Ready")
     assert body["status"] == "not ready" and "starting" in body["reason"]
-    assert body["checks"] == {"started": False, "database": "ok"}
+    assert body["checks"] == {"started": False, "database": "ok", "manager": "ok"}
 
 
 async def test_readyz_and_queries_are_503_while_the_database_is_unreachable(client: Client, world: World) -> None:
@@ -493,6 +493,7 @@ async def test_list_clusters(client: Client) -> None:
     assert w1 == {
         "name": "worker-1",
         "health": "Ready",
+        "reason": None,
         "cordoned": False,
         "weight": 1.0,
         "labels": {"zone": "zone-1"},
@@ -635,7 +636,7 @@ async def test_the_real_dispatcher_fits_the_api(world: World) -> None:
     await world.dispatcher.repo.ensure_clusters(real.capacities)
     async with TestClient(TestServer(make_app(real, world.tokens))) as c:
         ready = await get_json(c, "/readyz", 503, headers={})
-        assert ready["checks"] == {"started": False, "database": "ok"}
+        assert ready["checks"] == {"started": False, "database": "ok", "manager": "ok"}
         clusters = await get_json(c, "/api/v1/clusters")
         assert_schema(clusters, "ClusterList")
         assert [(w["name"], w["health"]) for w in clusters["items"]] == [(n, "Unknown") for n in real.capacities]

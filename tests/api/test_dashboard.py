@@ -246,6 +246,9 @@ ROW = "(n => [...document.querySelectorAll(`tr[data-workload='${n}'] td`)].map(t
 @pytest.mark.parametrize("tokens", ["token in the address", "no tokens on loopback"])
 async def test_the_dashboard_renders_workers_workloads_and_failovers(world: World, tmp_path: Path, tokens: str) -> None:
     store = world.tokens if tokens == "token in the address" else TokenStore([])
+    # worker-2 refuses the dispatcher's credentials: NotReady, and the card says why.
+    world.dispatcher.capacities["worker-2"].health = "NotReady"
+    world.dispatcher.capacities["worker-2"].health_reason = "Unauthorized: the API server refused the credentials"
     runner = await serve(make_app(world.dispatcher, store), "127.0.0.1", 0)  # type: ignore[arg-type]
     try:
         host, port = bound_address(runner)
@@ -277,7 +280,8 @@ async def test_the_dashboard_renders_workers_workloads_and_failovers(world: Worl
 
     assert problems == [], problems
     # Workers with their health, capacity bars (cq-a and cq-b, cpu and memory), and worker-3's vGPUs.
-    assert cards == [["worker-1", "Ready", 4], ["worker-2", "Suspect", 4], ["worker-3", "Ready", 7]], cards
+    assert cards == [["worker-1", "Ready", 4], ["worker-2", "NotReady", 4], ["worker-3", "Ready", 7]], cards
+    assert "Unauthorized: the API server refused the credentials" in text
     assert "cq-a / default" in text and "HAMi vGPUs" in text and "free / 40" in text
     # Workloads with their state and the cluster they are placed on.
     assert running[:6] == ["team-a/train-1", "Job", "user-queue", "100 (high)", "Running", "worker-1"], running

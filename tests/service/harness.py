@@ -143,6 +143,18 @@ class Rig:
         return out
 
 
+def _with_token(ref: KubeconfigRef, token: str, path: Path) -> KubeconfigRef:
+    """A copy of ``ref``'s kubeconfig whose user authenticates with ``token`` instead."""
+    import yaml
+
+    raw = yaml.safe_load(Path(ref.path or "").read_text())
+    for user in raw.get("users") or []:
+        user["user"] = {"token": token}
+    path.write_text(yaml.safe_dump(raw))
+    path.chmod(0o600)
+    return replace(ref, path=str(path))
+
+
 async def start_rig(
     tmp: Path,
     db_url: str,
@@ -154,7 +166,10 @@ async def start_rig(
     run_seconds: float = 1.0,
     without_groups: dict[str, tuple[str, ...]] | None = None,
     real: RealRig | None = None,
+    tokens: dict[str, str] | None = None,
 ) -> Rig:
+    """Clusters, a database and a running dispatcher. ``tokens`` replaces the dispatcher's bearer token for the
+    named clusters (a wrong credential); those workers are not waited on to be Ready."""
     world: SimWorld | None = None
     if real is not None:
         assert (workers, gpu_workers) == (3, 1) and not without_groups, "the real rig has worker-1..3, worker-3 GPU"
@@ -176,7 +191,20 @@ async def start_rig(
         await world.start()
         await asyncio.to_thread(world.write_files, tmp)
         loaded = load_config(tmp / "clusters.yaml")
-    worker_configs = tuple(replace(w, weight=(weights or {}).get(w.name, w.weight)) for w in loaded.workers)  # type: tuple[WorkerConfig, ...]
+    worker_configs = tuple(
+        replace(
+            w,
+            weight=(weights or {}).get(w.name, w.weight),
+            kube=_with_token(w.kube, tokens[w.name], tmp / f"{w.name}.token.kubeconfig")
+            if w.name in (tokens or {})
+            else w.kube,
+        )
+        for w in loaded.workers
+    )
+    if "manager" in (tokens or {}):
+        loaded = replace(
+            loaded, manager=_with_token(loaded.manager, (tokens or {})["manager"], tmp / "manager.token.kubeconfig")
+        )
     config = replace(
         loaded,
         workers=worker_configs,
@@ -190,7 +218,15 @@ async def start_rig(
     await upgrade(engine)
     repo = Repo(engine)
     dispatcher = Dispatcher(config, repo, probe_interval=0.3)
-    await dispatcher.start()
+    try:
+        await dispatcher.start()
+    except BaseException:
+        await dispatcher.stop()
+        await engine.dispose()
+        if world is not None:
+            await world.stop()
+        raise
+
     # The tests' own clients are an administrator's (the dispatcher's credentials may be least-privilege).
     def admin(name: str, ref: KubeconfigRef) -> KubeconfigRef:
         return KubeconfigRef(path=str(real.kubeconfig(name))) if real is not None else ref
@@ -201,7 +237,7 @@ async def start_rig(
         rig.workers[w.name] = await connect(f"{w.name}-test", admin(w.name, w.kube))
 
     async def ready() -> bool:
-        caps = dispatcher.capacities.values()
+        caps = [c for n, c in dispatcher.capacities.items() if n not in (tokens or {})]
         return all(c.synced and c.health == "Ready" for c in caps)
 
     await eventually(ready, timeout=20, what="every worker synced and Ready")

@@ -115,6 +115,9 @@
       " · weight " + c.weight +
       " · API errors " + c.apiErrors + "/" + c.apiCalls);
     var card = el("div", { class: "card", "data-cluster": c.name }, head, meta);
+    if (c.reason) {  // NotReady: the worker refuses the dispatcher (401/403), and how
+      card.appendChild(el("div", { class: "meta reason" }, c.reason));
+    }
     var cap = c.capacity;
     if (cap) {
       card.appendChild(el("div", { class: "meta" },
