@@ -66,10 +66,12 @@ log = logging.getLogger("dispatcher.service")
 Obj = dict[str, Any]
 
 PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", False)
-#: How long a copy may be missing from the worker's cache after we created it before we believe it, once the
-#: worker's informer has shown it (a copy it never showed is left to the admission timeout: under load the
-#: watch can lag by more than this, and a copy taken for lost would be deleted and created again elsewhere).
+#: How long a copy may be missing from the worker's cache after we created it before we ask the worker, once the
+#: worker's informer has shown it; a copy it never showed gets ``UNSEEN_GRACE`` (under load the watch can lag).
+#: Either way the worker is asked (a GET by name) before the copy is taken for gone: a lagging cache never makes
+#: the dispatcher delete a live copy and start it again elsewhere.
 MISSING_GRACE = 5.0
+UNSEEN_GRACE = 15.0
 #: Pause before trying every worker again after all of them refused or timed out a workload.
 ROUND_BACKOFF = 30.0
 #: Recovering at least this many workloads freezes the loaded objects out of the cyclic GC (see ``_recover``).
@@ -1201,9 +1203,14 @@ class Dispatcher:
         if remote is not None and not is_our_copy(remote, self.config.origin, live.uid, live.generation):
             remote = None
         if remote is None:
-            if live.remote_seen and view.jobs_synced() and time.monotonic() - live.placed_at > MISSING_GRACE:
-                live.busy = True
-                self._spawn(self._move_elsewhere(live, f"the copy on {live.cluster} disappeared", exclude=False), live)
+            if view.jobs_synced():
+                grace = MISSING_GRACE if live.remote_seen else UNSEEN_GRACE
+                if time.monotonic() - live.placed_at > grace:
+                    live.busy = True
+                    self._spawn(self._confirm_missing(live), live)
+                else:
+                    # Nothing else may wake this workload up again (its copy is gone): look once the grace is over.
+                    self.timers.add(live.placed_at + grace + 0.1, "resync", live.id, live.generation)
             return None
         live.remote_seen = True
         remote_uid = (remote.get("metadata") or {}).get("uid")
@@ -1257,6 +1264,24 @@ class Dispatcher:
             cluster=live.cluster,
         )
         return live, t, obs.state, obs.reason, remote
+
+    async def _confirm_missing(self, live: Live) -> None:
+        """A copy missing from the worker's cache past its grace: ask the worker. Gone (or another object by
+        that name): placed again, with a Warning saying why. There after all (the cache lags): wait and look again."""
+        cluster = live.cluster or ""
+        adapter = self._adapter(live)
+        try:
+            obj = await self.clients[cluster].get(adapter.resource, live.namespace, live.name)
+        except KubeError as exc:
+            log.info("checking the missing copy of %s on %s failed (%s); looking again later", live.key, cluster, exc)
+            obj = {} if not exc.not_found else None
+        if obj is not None and (obj == {} or is_our_copy(obj, self.config.origin, live.uid, live.generation)):
+            live.busy = False
+            self.timers.add(time.monotonic() + MISSING_GRACE, "resync", live.id, live.generation)
+            return
+        reason = f"the copy on {cluster} disappeared"
+        self._emit(live, "Warning", "CopyDisappeared", f"{reason} (deleted on the worker?); placing the Job again")
+        await self._move_elsewhere(live, reason, exclude=False)
 
     def _applied(self, live: Live, state: str, message: str) -> None:
         if state == live.state:

@@ -14,7 +14,7 @@ from typing import Any
 from dispatcher.config import DispatcherConfig, KubeconfigRef, WorkerConfig
 from dispatcher.live import Live
 from dispatcher.mirror import copy_labels
-from dispatcher.service import MISSING_GRACE, Dispatcher
+from dispatcher.service import MISSING_GRACE, UNSEEN_GRACE, Dispatcher
 from dispatcher.store.engine import make_engine
 from dispatcher.store.models import WorkloadState
 from dispatcher.store.repo import Repo
@@ -76,7 +76,28 @@ def _copy(live: Live, origin: str) -> Obj:
     }
 
 
-async def test_copy_not_yet_shown_is_not_lost_but_a_shown_one_that_vanishes_is() -> None:
+class StubClient:
+    """The worker's API as ``_confirm_missing`` asks it: GET of the copy by name."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], Obj] = {}
+        self.gets = 0
+
+    async def get(self, _res: Any, namespace: str, name: str) -> Obj | None:
+        self.gets += 1
+        return self.objects.get((namespace, name))
+
+
+async def _settle(moved: list[str], client: StubClient, gets: int) -> None:
+    for _ in range(50):
+        if moved or client.gets >= gets:
+            break
+        await asyncio.sleep(0)
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_a_missing_copy_is_confirmed_with_the_worker_before_it_is_placed_again() -> None:
     kube = KubeconfigRef(path="/nonexistent")
     config = DispatcherConfig(manager=kube, workers=(WorkerConfig("worker-1", kube),))
     engine = make_engine("sqlite+aiosqlite:///:memory:")
@@ -87,28 +108,38 @@ async def test_copy_not_yet_shown_is_not_lost_but_a_shown_one_that_vanishes_is()
         moved.append(reason)
 
     dispatcher._move_elsewhere = move_elsewhere  # type: ignore[method-assign]
-    view = StubView()
+    view, client = StubView(), StubClient()
     dispatcher.views["worker-1"] = view  # type: ignore[assignment]
-    live = _live(placed_at=time.monotonic() - 10 * MISSING_GRACE)
+    dispatcher.clients["worker-1"] = client  # type: ignore[assignment]
 
-    # Created long ago by the clock, never shown by the informer (its watch is behind): not lost.
-    assert dispatcher._observe(live) is None
-    await asyncio.sleep(0)
-    assert not live.busy and moved == []
+    # Just created, not shown yet: nothing is asked, but a look is scheduled for when the grace is over.
+    fresh = _live(placed_at=time.monotonic())
+    assert dispatcher._observe(fresh) is None
+    assert client.gets == 0 and not fresh.busy
+    [(at, _seq, kind, wid, _gen)] = dispatcher.timers._heap
+    assert kind == "resync" and wid == fresh.id and at >= fresh.placed_at + UNSEEN_GRACE
 
-    # The informer shows it: seen from now on.
-    view.jobs[(live.namespace, live.name)] = _copy(live, config.origin)
-    dispatcher._observe(live)
-    assert live.remote_seen
+    # Never shown long after its creation, but the worker has it (its watch lags): kept.
+    old = _live(placed_at=time.monotonic() - 2 * UNSEEN_GRACE)
+    client.objects[(old.namespace, old.name)] = _copy(old, config.origin)
+    dispatcher._observe(old)
+    await _settle(moved, client, 1)
+    assert moved == [] and not old.busy and client.gets == 1
 
-    # It disappears from the informer's cache: gone, so the workload is placed elsewhere.
+    # Shown, then gone from the cache just after creation (within the grace): looked at again later, not now.
+    seen = _live(placed_at=time.monotonic())
+    view.jobs[(seen.namespace, seen.name)] = _copy(seen, config.origin)
+    dispatcher._observe(seen)
+    assert seen.remote_seen
     view.jobs.clear()
-    assert dispatcher._observe(live) is None
-    for _ in range(10):
-        if moved:
-            break
-        await asyncio.sleep(0)
-    assert live.busy and moved == [f"the copy on {live.cluster} disappeared"]
+    client.objects.clear()
+    assert dispatcher._observe(seen) is None
+    assert client.gets == 1 and moved == []
+    # The grace is over: the worker says it is gone, so the workload is placed again.
+    seen.placed_at -= 2 * MISSING_GRACE
+    dispatcher._observe(seen)
+    await _settle(moved, client, 2)
+    assert seen.busy and moved == [f"the copy on {seen.cluster} disappeared"]
     await engine.dispose()
 
 
