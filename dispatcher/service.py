@@ -58,7 +58,7 @@ from .placement.worker import WorkerCapacity
 from .race import Races
 from .store.models import PlacementState, Workload, WorkloadState, utcnow
 from .store.repo import PlacementIntent, RaceIntent, Repo, Transition
-from .sync import ORDER, PLACEMENT_STATE, RemoteSnapshot, observe, write_manager
+from .sync import ORDER, PLACEMENT_STATE, RemoteSnapshot, condition, is_true, observe, write_manager
 
 __all__ = ["Dispatcher"]
 
@@ -1218,6 +1218,23 @@ class Dispatcher:
             self.live.set_remote(live, live.cluster, remote_uid)
         snap = RemoteSnapshot(remote, view.workloads_by_owner.get(remote_uid or ""))
         obs = observe(adapter, snap)
+        evicted = condition(snap.workload, "Evicted")
+        if (
+            evicted is not None
+            and evicted.get("status") == "True"
+            and not is_true(snap.workload, "QuotaReserved")
+            and ORDER[obs.state] < 4
+        ):
+            # The worker's Kueue evicted the copy (preempted, its queue stopped, pods not ready...): as MultiKueue
+            # redoes admission on an eviction in a worker, the workload is placed again now, not at a timeout.
+            # Not on that worker this time: the eviction event can arrive before its cause (the preemptor's
+            # admission) reaches the worker's view, which would put the copy straight back where it cannot run.
+            live.busy = True
+            cause = f"{evicted.get('reason', 'Evicted')}: {evicted.get('message', '')}"
+            why = f"evicted on {live.cluster} by its Kueue ({cause})"
+            self._emit(live, "Warning", "Evicted", f"{why}; placing it again")
+            self._spawn(self._move_elsewhere(live, why, exclude=True), live)
+            return None
         cap = self.capacities[live.cluster or ""]
         freed = False
         if obs.state in (WorkloadState.ADMITTED, WorkloadState.RUNNING) or ORDER[obs.state] >= 4:
