@@ -1216,6 +1216,7 @@ class Dispatcher:
         remote_uid = (remote.get("metadata") or {}).get("uid")
         if remote_uid and remote_uid != live.remote_uid:
             self.live.set_remote(live, live.cluster, remote_uid)
+        self._follow_priority(live, adapter, remote)
         snap = RemoteSnapshot(remote, view.workloads_by_owner.get(remote_uid or ""))
         obs = observe(adapter, snap)
         evicted = condition(snap.workload, "Evicted")
@@ -1281,6 +1282,44 @@ class Dispatcher:
             cluster=live.cluster,
         )
         return live, t, obs.state, obs.reason, remote
+
+    def _follow_priority(self, live: Live, adapter: Adapter, remote: Obj) -> None:
+        """The copy follows a change of the manager object's ``kueue.x-k8s.io/priority-class`` (Kueue lets it
+        change on a running workload and re-prioritises the worker's Workload with it)."""
+        local = self.intake.objects.get(live.uid) if self.intake is not None else None
+        if local is None:
+            return
+        want = adapter.priority_class(local)
+        if want == adapter.priority_class(remote) or live.reported.get("priority_class", "?") == want:
+            return
+        live.reported["priority_class"] = want
+        self._spawn(self._set_copy_priority(live, adapter, want, live.cluster or "", live.generation))
+
+    async def _set_copy_priority(
+        self, live: Live, adapter: Adapter, want: str | None, cluster: str, generation: int
+    ) -> None:
+        patch = {"metadata": {"labels": {L.PRIORITY_CLASS: want}}}
+        try:
+            await self.clients[cluster].patch(adapter.resource, live.namespace, live.name, patch)
+        except KubeError as exc:
+            if exc.not_found or live.generation != generation:
+                return
+            live.reported.pop("priority_class", None)
+            if exc.transient:
+                self.timers.add(time.monotonic() + 2.0, "resync", live.id, live.generation)
+                return
+            self._emit(
+                live,
+                "Warning",
+                "PriorityNotFollowed",
+                f"the copy on {cluster} refused priority class {want or '(none)'}: {exc.message}",
+            )
+            return
+        priority = self.priorities.priority(want, None) if want else live.priority
+        live.priority = priority
+        t = Transition(live.id, generation, {"priority": priority, "priority_class": want})
+        await self._retry("record the priority class", lambda: self.repo.apply([t]))
+        self._emit(live, "Normal", "PriorityChanged", f"priority class {want or '(none)'} set on the copy on {cluster}")
 
     async def _confirm_missing(self, live: Live) -> None:
         """A copy missing from the worker's cache past its grace: ask the worker. Gone (or another object by

@@ -72,6 +72,7 @@ CRD_KINDS = (
     ("ray.io", "rayclusters"),
 )
 ONLY_JOBS = "the audit run submits Jobs only (tests/service/test_kinds.py runs every kind end to end)"
+PRIORITY_AUDIT = "the audit run changes no priority (tests/service/test_priority.py does, on the real rig's RBAC)"
 NEEDS: tuple[Need, ...] = (
     # -- manager ----------------------------------------------------------------------------------------------
     # The intake informer on manager Jobs labelled with a queue name, in every namespace.
@@ -119,6 +120,10 @@ NEEDS: tuple[Need, ...] = (
     Need(WORKER, "batch", "jobs", ("get",), "dispatcher/mirror.py: existing = await client.get(res, namespace, name)"),
     # Copies deleted after the retention, on an admission timeout, by the GC, and by fencing.
     Need(WORKER, "batch", "jobs", ("delete",), "dispatcher/mirror.py: await client.delete(res, namespace, name,"),
+    # A priority-class change on the manager object, followed by the copy (its label).
+    Need(WORKER, "batch", "jobs", ("patch",),
+         "dispatcher/service.py: await self.clients[cluster].patch(adapter.resource, live.namespace, live.name, patch)",
+         audit=PRIORITY_AUDIT),
     # The informer on our copies (origin label), and fencing's list of them.
     Need(WORKER, "batch", "jobs", ("list", "watch"),
          'dispatcher/capacity.py: label_selector=f"{L.ORIGIN}={self.origin}",'),
@@ -133,6 +138,9 @@ NEEDS: tuple[Need, ...] = (
                  "dispatcher/mirror.py: existing = await client.get(res, namespace, name)", audit=ONLY_JOBS),
             Need(WORKER, g, plural, ("delete",),
                  "dispatcher/mirror.py: await client.delete(res, namespace, name,", audit=ONLY_JOBS),
+            Need(WORKER, g, plural, ("patch",),
+                 "dispatcher/service.py: await self.clients[cluster].patch(adapter.resource, live.namespace,",
+                 audit=ONLY_JOBS),
             Need(WORKER, g, plural, ("list", "watch"),
                  'dispatcher/capacity.py: label_selector=f"{L.ORIGIN}={self.origin}",'),
         )
