@@ -51,7 +51,7 @@ from .leader import LeaderElectionConfig, LeaderElector
 from .live import Live, LiveSet
 from .metrics import Metrics
 from .mirror import create_copy, delete_copy, is_our_copy
-from .placement.engine import Decision, PlacementEngine
+from .placement.engine import Decision, PendingWorkload, PlacementEngine
 from .placement.gpu import HamiFitter
 from .placement.queue import PendingQueue
 from .placement.worker import WorkerCapacity
@@ -177,6 +177,8 @@ class Dispatcher:
         self.adapters: dict[str, Adapter] = {a.kind: a for a in (adapters or default_adapters())}
         self.engine = PlacementEngine(self.policy, HamiFitter())
         self.queue = PendingQueue()
+        self.queue.on_join = self._joined_blocked
+        self._blocked_joins: list[tuple[int, Decision]] = []
         self.live = LiveSet()
         self.timers = Timers()
         self.capacities: dict[str, WorkerCapacity] = {
@@ -878,18 +880,21 @@ class Dispatcher:
                     continue
                 decision.chosen = None
             if decision.chosen is None:
-                self.queue.park(wl)
-                if decision.summary != live.decision_summary:
-                    live.decision_summary = decision.summary
-                    waiting.append((live.id, live.generation, decision.explanation(), decision.summary))
                 blocked = decision.permanent_block
-                if blocked and self._warned.get(live.id) != blocked:
-                    self._warned[live.id] = blocked
-                    self._emit(live, "Warning", "NoWorkerCanRunIt", f"no worker can ever run it as it is: {blocked}")
+                # A verdict that no worker can ever hold it is the verdict on every workload of its shape: each
+                # gets the decision and the Warning, not only the one the engine was shown.
+                members = self.queue.members(wl) if blocked else [wl]
+                # Workloads joining the parked group later get the same verdict (see _joined_blocked).
+                self.queue.park(wl, decision if blocked else None)
+                for member in members:
+                    self._record_waiting(member.id, decision, waiting)
                 continue
             self.engine.reserve(decision, by_name)
             self.queue.remove(wl.id)
             chosen.append((live, decision))
+        joined, self._blocked_joins = self._blocked_joins, []
+        for wid, decision in joined:
+            self._record_waiting(wid, decision, waiting)
         if waiting:
             await self._retry("record decisions", lambda: self.repo.set_decision(waiting))
         if races:
@@ -933,6 +938,26 @@ class Dispatcher:
             self.placements_made += 1
             self._spawn(self._mirror(live, d), live)
         return True
+
+    def _record_waiting(
+        self, workload_id: int, decision: Decision, waiting: list[tuple[int, int, dict[str, Any], str | None]]
+    ) -> None:
+        """Keep (for SQL) a waiting workload's decision; warn once when no worker can ever hold it."""
+        live = self.live.by_id.get(workload_id)
+        if live is None or live.state != WorkloadState.PENDING:
+            return
+        if decision.summary != live.decision_summary:
+            live.decision_summary = decision.summary
+            waiting.append((live.id, live.generation, decision.explanation(), decision.summary))
+        blocked = decision.permanent_block
+        if blocked and self._warned.get(live.id) != blocked:
+            self._warned[live.id] = blocked
+            self._emit(live, "Warning", "NoWorkerCanRunIt", f"no worker can ever hold this as it is: {blocked}")
+
+    def _joined_blocked(self, wl: PendingWorkload, note: Any) -> None:
+        """A workload joined a group parked because no worker can ever hold that shape: the same verdict, now."""
+        self._blocked_joins.append((wl.id, note))
+        self._wake_placement(unpark=False)
 
     async def _begin_races(self, races: list[tuple[Live, RaceIntent]]) -> None:
         """Record every copy of these races in SQL (one transaction), then create them."""

@@ -181,6 +181,8 @@ class GpuVerdict:
     score: float = 0.5
     #: node -> [(device id, mem MiB, cores, slots)] assumed taken if placed.
     allocations: dict[str, list[tuple[str, int, int, int]]] = field(default_factory=dict)
+    #: Not even on the worker's GPUs with nothing running: no amount of waiting helps (until its nodes change).
+    permanent: bool = False
 
 
 class GpuFitter(Protocol):
@@ -257,6 +259,40 @@ class Decision:
         if self.chosen is not None or not self.verdicts or any(v.transient for v in self.verdicts):
             return None
         return "; ".join(f"{v.cluster}: {v.reason}" for v in self.verdicts)
+
+
+def _never_fits_quota(w: WorkerCapacity, cq: str, pod_sets: Sequence[PodSetRequest]) -> str | None:
+    """Why the ClusterQueue could never admit these pod sets, whatever frees up, or None: some pod set asks for
+    more of a resource than any flavor of its resource group could ever hold (``PotentialAvailable``: nominal quota
+    plus what the cohort could lend, within borrowing and lending limits, with nothing in use). Per pod set, so a
+    gang that could be split over flavors is never called impossible."""
+    spec = w.cluster_queues[cq]
+    covered = {r for g in spec.resource_groups for r in g.covered_resources}
+    for ps in pod_sets:
+        missing = sorted(r for r, v in ps.requests.items() if v and r not in covered)
+        if missing:
+            return f"ClusterQueue {cq} has no quota for {missing[0]} (not in any resource group's coveredResources)"
+        for group in spec.resource_groups:
+            wanted = {r: ps.requests.get(r, 0) * ps.count for r in group.covered_resources if ps.requests.get(r, 0)}
+            if not wanted:
+                continue
+            best: dict[str, int] = {}
+            possible = False
+            for flavor in group.flavors:
+                room = {r: w.tree.potential_available(cq, flavor.name, r) for r in wanted}
+                if all(wanted[r] <= room[r] for r in wanted):
+                    possible = True
+                    break
+                for r, v in room.items():
+                    best[r] = max(best.get(r, 0), v)
+            if not possible:
+                res = next(r for r in sorted(wanted) if wanted[r] > best.get(r, 0))
+                return (
+                    f"ClusterQueue {cq} can never admit pod set {ps.name}: it asks for "
+                    f"{format_kueue_value(res, wanted[res])} {res}, and no flavor could ever hold more than "
+                    f"{format_kueue_value(res, best.get(res, 0))} (nominal quota plus what the cohort can lend)"
+                )
+    return None
 
 
 def _pod_set_requests(worker: WorkerCapacity, ps: PodSetSpec) -> dict[str, int]:
@@ -542,13 +578,18 @@ class PlacementEngine:
         )
         mode = assignment.mode
         preempts = 0
-        if mode is FlavorAssignmentMode.NO_FIT:
-            return Verdict(w.name, False, self._shortfall(w, cq_name, assignment, pod_sets), cluster_queue=cq_name)
-        if mode is FlavorAssignmentMode.PREEMPT:
-            victims = preemption_targets(
-                w.tree, assignment, priority=wl.priority, queue_order_time=wl.created, now=time.time()
+        if mode is FlavorAssignmentMode.NO_FIT or mode is FlavorAssignmentMode.PREEMPT:
+            victims = (
+                preemption_targets(
+                    w.tree, assignment, priority=wl.priority, queue_order_time=wl.created, now=time.time()
+                )
+                if mode is FlavorAssignmentMode.PREEMPT
+                else []
             )
             if not victims:
+                never = _never_fits_quota(w, cq_name, pod_sets)
+                if never is not None:
+                    return Verdict(w.name, False, never, cluster_queue=cq_name, transient=False)
                 return Verdict(w.name, False, self._shortfall(w, cq_name, assignment, pod_sets), cluster_queue=cq_name)
             preempts = len(victims)
         gpu_verdict: GpuVerdict | None = None
@@ -564,7 +605,9 @@ class PlacementEngine:
                 )
             gpu_verdict = self._fit_gpus(wl, w, entry, self.gpu)
             if not gpu_verdict.ok:
-                return Verdict(w.name, False, gpu_verdict.reason, cluster_queue=cq_name)
+                return Verdict(
+                    w.name, False, gpu_verdict.reason, cluster_queue=cq_name, transient=not gpu_verdict.permanent
+                )
         flavors = {ps.name: {res: a.flavor for res, a in ps.flavors.items()} for ps in assignment.pod_sets}
         verdict = Verdict(
             w.name,

@@ -298,6 +298,15 @@ class WorkerGpus:
                 out.append(DeviceUsage(d.info, d.used + add[2], d.usedmem + add[0], d.usedcores + add[1], d.mig_in_use))
         return out
 
+    def empty_inventory(self) -> GpuInventory:
+        """The usable GPU nodes with nothing on them: what a pod that does not fit here can never fit."""
+        nodes = {
+            n.name: [DeviceUsage(d) for d in n.devices]
+            for n in self._nodes.values()
+            if n.problem is None and n.devices
+        }
+        return GpuInventory(nodes, {name: self._nodes[name].annotations for name in nodes})
+
     def inventory(self) -> GpuInventory:
         """The worker's usable GPU nodes for :func:`fit_pod_set` (cached; only changed nodes are rebuilt)."""
         if self._inventory is not None:
@@ -496,11 +505,21 @@ class HamiFitter:
             return cached
         prepared = [(ps, self.prepare(ps)) for ps in pod_sets]
         verdict = self._fit(gpus, prepared, mode)
+        if not verdict.ok and not self._fit(gpus, prepared, mode, gpus.empty_inventory()).ok:
+            # Not even on these GPUs with nothing running (more GPUs per pod than a node has, more memory than
+            # a GPU has): waiting never helps. Said so, and not counted as waiting for capacity.
+            verdict = GpuVerdict(False, f"{verdict.reason} (never: not even with every GPU free)", 0.0, permanent=True)
         gpus.store_fit(key, verdict)
         return verdict
 
-    def _fit(self, gpus: WorkerGpus, prepared: Sequence[tuple[PodSetSpec, PreparedPod]], mode: str) -> GpuVerdict:
-        base = gpus.inventory()
+    def _fit(
+        self,
+        gpus: WorkerGpus,
+        prepared: Sequence[tuple[PodSetSpec, PreparedPod]],
+        mode: str,
+        base: GpuInventory | None = None,
+    ) -> GpuVerdict:
+        base = base if base is not None else gpus.inventory()
         inv = base
         touched: dict[str, None] = {}
         #: node -> devices after every pod set so far (what ``inv`` holds for the touched nodes).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,8 @@ class _Group:
     parked: bool = False
     #: The order key under which the group sits in the ready heap (None: not in it).
     queued: tuple[int, float, int] | None = None
+    #: What the caller noted when it parked the group (a verdict that holds for every member).
+    note: Any = None
 
 
 class PendingQueue:
@@ -40,6 +42,9 @@ class PendingQueue:
         self._groups: dict[tuple[Any, ...], _Group] = {}
         self._ready: list[tuple[tuple[int, float, int], int, tuple[Any, ...]]] = []
         self._seq = itertools.count()
+        #: Called with a workload that joins a parked group carrying a note, and the note: the verdict on the group
+        #: holds for it too, though the engine will not be shown it until the group is offered again.
+        self.on_join: Callable[[PendingWorkload, Any], None] | None = None
 
     def __len__(self) -> int:
         return len(self._items)
@@ -65,6 +70,8 @@ class PendingQueue:
         heapq.heappush(group.heap, (order, wl.id))
         if not group.parked and (group.queued is None or order < group.queued):
             self._offer(group)
+        elif group.parked and group.note is not None and self.on_join is not None:
+            self.on_join(wl, group.note)
 
     def remove(self, workload_id: int) -> PendingWorkload | None:
         """Drop a workload (placed, cancelled). Its heap entry is discarded lazily."""
@@ -110,13 +117,29 @@ class PendingQueue:
             return self._items[head[1]]
         return None
 
-    def park(self, wl: PendingWorkload) -> None:
-        """``wl`` (the head of its group) cannot be placed now: park its whole group."""
+    def members(self, wl: PendingWorkload) -> list[PendingWorkload]:
+        """Every waiting workload of ``wl``'s group (its shape): the engine's verdict on one is the verdict on all."""
+        key = self._group_of.get(wl.id)
+        group = self._groups.get(key) if key is not None else None
+        if group is None:
+            return [wl]
+        seen: set[int] = set()
+        out = []
+        for _order_key, wid in group.heap:
+            if wid not in seen and wid in self._items and self._group_of.get(wid) == key:
+                seen.add(wid)
+                out.append(self._items[wid])
+        return out
+
+    def park(self, wl: PendingWorkload, note: Any = None) -> None:
+        """``wl`` (the head of its group) cannot be placed now: park its whole group, with an optional ``note``
+        handed to :attr:`on_join` for each workload that joins the group while it stays parked."""
         key = self._group_of.get(wl.id)
         group = self._groups.get(key) if key is not None else None
         if group is not None:
             group.parked = True
             group.queued = None
+            group.note = note
 
     def unpark_all(self) -> int:
         """Capacity changed somewhere: offer every parked group again. Returns how many."""
@@ -124,6 +147,7 @@ class PendingQueue:
         for group in list(self._groups.values()):
             if group.parked:
                 group.parked = False
+                group.note = None
                 self._offer(group)
                 count += 1
         return count

@@ -102,7 +102,12 @@ def summary(best: Verdict | None, runner: Verdict | None, verdicts: Sequence[Ver
     if best is None:
         if not verdicts:
             return "no worker clusters configured"
-        return "no worker can take it now: " + "; ".join(f"{v.cluster}: {v.reason}" for v in verdicts)
+        reasons = "; ".join(f"{v.cluster}: {v.reason}" for v in verdicts)
+        if not any(v.transient for v in verdicts):
+            # Distinct from waiting for capacity: nothing that frees up will help, only a change of the Job or
+            # of the workers (it is decided again when they change).
+            return "no worker can ever hold this: " + reasons
+        return "no worker can take it now: " + reasons
     if runner is None:
         why = "the only worker that can take it"
     else:
