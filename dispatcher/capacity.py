@@ -48,6 +48,7 @@ _KUEUE_KINDS = {
     "resourceflavors": ("ResourceFlavor", False),
     "localqueues": ("LocalQueue", True),
     "workloads": ("Workload", True),
+    "workloadpriorityclasses": ("WorkloadPriorityClass", False),
 }
 
 
@@ -169,6 +170,8 @@ class WorkerView:
         await asyncio.gather(*(inf.synced.wait() for inf in self.informers.values()))
         if not self._config_seen:
             self.capacity.set_kueue_config(None)
+        if self.capacity.priority_classes is None and "workloadpriorityclasses" in self.informers:
+            self.capacity.priority_classes = frozenset()  # listed: the worker has none
         self.capacity.synced = True
         self.capacity.touch()
         self.on_capacity(self.name)
@@ -194,6 +197,7 @@ class WorkerView:
             "resourceflavors": self._on_flavor,
             "localqueues": self._on_local_queue,
             "workloads": self._on_workload,
+            "workloadpriorityclasses": self._on_priority_class,
         }
         for plural, handler in handlers.items():
             if plural in served:
@@ -240,6 +244,15 @@ class WorkerView:
             self.capacity.delete_cluster_queue(_name(obj))
         else:
             self.capacity.set_cluster_queue(obj)
+        self._changed()
+
+    def _on_priority_class(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        names = set(self.capacity.priority_classes or ())
+        if kind == "DELETED":
+            names.discard(_name(obj))
+        else:
+            names.add(_name(obj))
+        self.capacity.priority_classes = frozenset(names)
         self._changed()
 
     def _on_cohort(self, kind: str, obj: Obj, _old: Obj | None) -> None:

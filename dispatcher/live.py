@@ -36,6 +36,8 @@ class Live:
     placement_id: int | None = None
     remote_uid: str | None = None
     problem: str | None = None
+    #: The priority class the object names (its Kueue label, or its pods' PriorityClass).
+    priority_class: str | None = None
     #: Monotonic time the copy was created (admission timeout counts from here).
     placed_at: float = 0.0
     #: The worker's informer has shown the current copy (or listed the worker after the copy was made), so its
@@ -82,6 +84,7 @@ class Live:
             cluster=row.cluster,
             placement_id=row.placement_id,
             problem=row.problem,
+            priority_class=row.priority_class,
             placed_at=now_mono,
             # Copies made before this process started are in the informers' first list when they exist.
             remote_seen=row.state in (WorkloadState.PLACED, WorkloadState.ADMITTED, WorkloadState.RUNNING),
@@ -107,9 +110,22 @@ class Live:
                 selector=self.cluster_selector,
                 excluded=frozenset(self.excluded),
                 kind=self.kind,
+                priority_class=self.workload_priority_class,
             )
             self._pending = p
         return p
+
+    @property
+    def workload_priority_class(self) -> str | None:
+        """The WorkloadPriorityClass the ``kueue.x-k8s.io/priority-class`` label names (not a pods' PriorityClass,
+        which the intake records the same way when there is no label)."""
+        pc = self.priority_class
+        if not pc:
+            return None
+        for ps in self.pod_sets:
+            if (((ps.get("template") or {}).get("spec")) or {}).get("priorityClassName") == pc:
+                return None
+        return pc
 
 
 class LiveSet:

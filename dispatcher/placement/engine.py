@@ -149,6 +149,8 @@ class PendingWorkload:
     selector: Mapping[str, str] | None = None
     excluded: frozenset[str] = frozenset()
     kind: str = ""
+    #: The WorkloadPriorityClass its Kueue label names: a worker without it would refuse the copy.
+    priority_class: str | None = None
     _shape: tuple[Any, ...] | None = None
 
     @property
@@ -159,7 +161,13 @@ class PendingWorkload:
     def shape(self) -> tuple[Any, ...]:
         """Everything a worker's verdict depends on (cache key)."""
         if self._shape is None:
-            shape = (self.namespace, self.queue, self.priority, tuple(ps.shape() for ps in self.pod_sets))
+            shape = (
+                self.namespace,
+                self.queue,
+                self.priority,
+                self.priority_class,
+                tuple(ps.shape() for ps in self.pod_sets),
+            )
             # One tuple per distinct shape, shared by every workload of that shape (100,000 workloads of a few
             # hundred shapes would otherwise hold 100,000 copies).
             if len(_SHAPES) >= _SHAPES_LIMIT:
@@ -541,6 +549,13 @@ class PlacementEngine:
         cq_name = w.local_queues.get((wl.namespace, wl.queue))
         if cq_name is None:
             return Verdict(w.name, False, f"no LocalQueue {wl.queue} in namespace {wl.namespace}", transient=False)
+        if wl.priority_class and w.priority_classes is not None and wl.priority_class not in w.priority_classes:
+            return Verdict(
+                w.name,
+                False,
+                f"no WorkloadPriorityClass {wl.priority_class} on the cluster (its Kueue would not admit the copy)",
+                transient=False,
+            )
         cq = w.cluster_queues.get(cq_name)
         if cq is None:
             return Verdict(

@@ -133,6 +133,7 @@ class WorkerCapacity:
         self.base_version = 0
         self._health = "Unknown"
         self._health_reason = ""
+        self._priority_classes: frozenset[str] | None = None
         self._cordoned = False
         self._synced = False
         #: Workload kinds whose resource the cluster does not serve (no CRD): never placed there.
@@ -185,6 +186,17 @@ class WorkerCapacity:
     def health(self, value: str) -> None:
         if value != self._health:
             self._health = value
+            self.touch()
+
+    @property
+    def priority_classes(self) -> frozenset[str] | None:
+        """The worker's WorkloadPriorityClasses (None until listed: a priority class is not checked then)."""
+        return self._priority_classes
+
+    @priority_classes.setter
+    def priority_classes(self, value: frozenset[str] | None) -> None:
+        if value != self._priority_classes:
+            self._priority_classes = value
             self.touch()
 
     @property

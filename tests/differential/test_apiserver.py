@@ -137,6 +137,12 @@ async def sequence(client: ClusterClient, tag: str) -> dict[str, Obj]:
     await record(
         "cr-unknown-field", await _call(client, "POST", CQS.path(), body=_cq(name("cq"), "4", bogusField=True))
     )
+    kindless = _cq(name("cq-nokind"), "4")
+    del kindless["kind"], kindless["apiVersion"]
+    await record("cr-without-kind", await _call(client, "POST", CQS.path(), body=kindless))
+    job_kindless = _job(name("nokind"))
+    del job_kindless["kind"], job_kindless["apiVersion"]
+    await record("job-without-kind", await _call(client, "POST", jobs, body=job_kindless))
     await record(
         "cr-strategic-patch",
         await _call(
