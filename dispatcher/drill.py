@@ -234,6 +234,11 @@ class ApiObserver:
         body = await call_api(self.base, "GET", f"/api/v1/clusters/{cluster}", token=self.token)
         return str(body.get("health"))
 
+    async def lost_timeout(self) -> float:
+        """The running dispatcher's own ``policy.lostTimeout`` (the drill waits by it, not by a guess)."""
+        body = await call_api(self.base, "GET", "/api/v1/policy", token=self.token)
+        return float(body["lostTimeoutSeconds"])
+
     def lost_at(self, cluster: str) -> float | None:
         return None
 
@@ -618,6 +623,15 @@ def _print_report(report: Obj, options: DrillOptions, out: TextIO) -> int:
             print(f"{key:<20} {report.get(key)}", file=out)
         if report.get("note"):
             print(f"\n{report['note']}", file=out)
+    if report.get("detection_seconds") is None or report.get("replacement_seconds") is None:
+        # A drill passes only on what it saw: the worker declared Lost and every affected job running elsewhere.
+        unseen = (
+            "the worker was never declared Lost"
+            if report.get("detection_seconds") is None
+            else ("not every affected job was seen running elsewhere")
+        )
+        print(f"dispatcher drill: FAILED: {unseen} within the drill's time", file=out)
+        return 1
     return 1 if report.get("duplicates") or report.get("lost") else 0
 
 
@@ -692,13 +706,16 @@ async def run_drill(options: DrillOptions, out: TextIO = sys.stdout, err: TextIO
 
 
 def _sim_admin_beside(config_path: Path) -> str | None:
-    """The admin endpoint of ``dispatcher sim up``, from the ``sim.json`` it writes beside ``clusters.yaml``."""
-    sim_json = config_path.parent / "sim.json"
-    try:
-        admin = json.loads(sim_json.read_text()).get("admin")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return str(admin) if admin else None
+    """The fault admin endpoint of ``dispatcher sim up`` or ``rig up --real``, from the ``sim.json`` or ``rig.json``
+    it writes beside ``clusters.yaml`` (the same API: ``POST /clusters/NAME/fault``)."""
+    for state in ("sim.json", "rig.json"):
+        try:
+            admin = json.loads((config_path.parent / state).read_text()).get("admin")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if admin:
+            return str(admin)
+    return None
 
 
 async def run_remote_drill(options: DrillOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -727,9 +744,13 @@ async def _run_remote(options: DrillOptions, out: TextIO, err: TextIO) -> int:
     if len(workers) < 2:
         raise DrillError(f"{config_path} names one worker; a drill needs another one to fail over to")
     # The dispatcher must be there and must know the worker before anything is submitted.
-    health = await ApiObserver(options.api, options.token, options.namespace).health(options.cluster)
+    observer = ApiObserver(options.api, options.token, options.namespace)
+    health = await observer.health(options.cluster)
     if health != HealthState.READY:
         raise DrillError(f"worker {options.cluster} is {health}, not Ready; a drill starts from a healthy worker")
+    # Wait by the service's own lost timeout (a guess would end the drill before the failover it came to see).
+    options = dataclasses.replace(options, lost_timeout=await observer.lost_timeout())
+    assert options.api is not None and options.cluster is not None
 
     clients: dict[str, ClusterClient] = {}
     manager: ClusterClient | None = None

@@ -8,6 +8,7 @@ route                                                      token        what
                                                                         ``leader``: this replica leads (HA)
 ``GET /metrics``                                           none         Prometheus exposition (:mod:`..metrics`)
 ``GET /api/v1/openapi.json``                               read         this API's OpenAPI 3.0 document
+``GET /api/v1/policy``                                     read         placement and failover settings (timeouts, mode)
 ``GET /api/v1/clusters``                                   read         every worker: health, cordon, weight, ...
 ``GET /api/v1/clusters/{name}``                            read         + quota per ClusterQueue/flavor, HAMi vGPUs
 ``POST /api/v1/clusters/{name}/cordon`` / ``uncordon``     admin        stop / resume placing new workloads there
@@ -374,6 +375,22 @@ def _cluster(request: web.Request) -> str:
     return name
 
 
+async def get_policy(request: web.Request) -> web.Response:
+    """The dispatcher's placement and failover settings (a drill against it reads its real lost timeout)."""
+    _query(request, ())
+    p = request.app[DISPATCHER].policy
+    return json_response(
+        {
+            "mode": p.mode,
+            "strategy": p.strategy,
+            "admissionTimeoutSeconds": float(p.admission_timeout),
+            "lostTimeoutSeconds": float(p.lost_timeout),
+            "suspectAfterSeconds": float(p.suspect_after),
+            "finishedRetentionSeconds": float(p.finished_retention),
+        }
+    )
+
+
 async def list_clusters(request: web.Request) -> web.Response:
     _query(request, ())
     d = request.app[DISPATCHER]
@@ -604,6 +621,7 @@ def make_app(dispatcher: Dispatcher, tokens: TokenStore, *, metrics: Metrics | N
     r.add_get("/readyz", readyz)
     r.add_get("/metrics", metrics_handler)
     r.add_get("/api/v1/openapi.json", openapi)
+    r.add_get("/api/v1/policy", get_policy)
     r.add_get("/api/v1/clusters", list_clusters)
     r.add_get("/api/v1/clusters/{name}", get_cluster)
     r.add_post("/api/v1/clusters/{name}/cordon", cordon)

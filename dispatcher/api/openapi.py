@@ -248,6 +248,16 @@ SCHEMAS: Obj = {
     ),
     "ClusterSummary": _obj(CLUSTER_SUMMARY),
     "ClusterList": _obj({"items": {"type": "array", "items": _ref("ClusterSummary")}}),
+    "Policy": _obj(
+        {
+            "mode": {"type": "string", "enum": ["binpack", "spread"]},
+            "strategy": {"type": "string", "enum": ["scored", "allAtOnce", "incremental"]},
+            "admissionTimeoutSeconds": {"type": "number", "minimum": 0},
+            "lostTimeoutSeconds": {"type": "number", "minimum": 0},
+            "suspectAfterSeconds": {"type": "number", "minimum": 0},
+            "finishedRetentionSeconds": {"type": "number", "minimum": 0},
+        }
+    ),
     "ClusterDetail": _obj(CLUSTER_DETAIL),
     "CordonResult": _obj({"cluster": _ref("ClusterSummary")}),
     "ActionPending": _obj(
@@ -429,6 +439,15 @@ PATHS: Obj = {
             {"description": "OpenAPI 3.0", "content": {"application/json": {"schema": {"type": "object"}}}},
             errors={"401": E401},
             tags=["meta"],
+        )
+    },
+    "/api/v1/policy": {
+        "get": _op(
+            "getPolicy",
+            "The placement and failover settings: mode, strategy, admission and lost timeouts",
+            _json("Policy", "the settings"),
+            errors=_READ_ERRORS,
+            tags=["clusters"],
         )
     },
     "/api/v1/clusters": {
