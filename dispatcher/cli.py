@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .config import DispatcherConfig
@@ -163,7 +163,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     async def run() -> int:
         import signal
 
-        engine_args: dict[str, object] = {}
+        engine_args: dict[str, Any] = {}
         if election is not None:
             # A leader frozen inside a transaction holds the fencing row FOR SHARE. The server ends a session
             # left idle in a transaction after the renew deadline; one frozen in the middle of a statement
@@ -255,6 +255,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
+    from sqlalchemy.exc import SQLAlchemyError
+
     from .explain import explain
     from .store.engine import DatabaseUrlError, make_engine, redact
     from .store.repo import Repo
@@ -262,11 +264,18 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     namespace, sep, name = args.workload.partition("/")
     if not sep or not namespace or not name:
         raise UsageError(f"expected NAMESPACE/NAME, got {args.workload!r}")
+    if args.api:
+        # Ask the running dispatcher (with a read token): no database file needed here.
+        from urllib.parse import quote
+
+        body = _remote(args, "GET", f"/api/v1/workloads/{quote(namespace)}/{quote(name)}/explain")
+        print(str(dict(body).get("text", "")) if isinstance(body, dict) else body)
+        return 0
     config_url = _load_config(args.config).database_url if args.config else None
     url = _db_url(args, config_url)
 
     async def run() -> str | None:
-        engine = make_engine(url)
+        engine = make_engine(url, read_only=True)
         try:
             return await explain(Repo(engine), namespace, name)
         finally:
@@ -278,6 +287,12 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"cannot reach the database {redact(url)}: {exc.strerror or exc}") from None
+    except SQLAlchemyError as exc:
+        first = str(exc).splitlines()[0][:200]
+        raise UsageError(
+            f"the database {redact(url)} cannot be read as the dispatcher's ({first}); is it the right one? "
+            "(`dispatcher db upgrade --db-url ...` creates the schema)"
+        ) from None
     if text is None:
         raise UsageError(f"no workload {namespace}/{name} in the database {redact(url)}")
     print(text)
@@ -521,6 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument(
         "--db-url", help=f"SQLAlchemy URL (default: config database.url, $DISPATCHER_DB_URL, {DEFAULT_DB})"
     )
+    exp.add_argument("--api", help="ask a running dispatcher's API instead of the database (e.g. http://HOST:8080)")
+    exp.add_argument("--token", help="bearer token for --api (a read token; default: $DISPATCHER_API_TOKEN)")
     exp.set_defaults(func=_cmd_explain)
 
     drill = sub.add_parser("drill", help="lose a worker under load; report detection, re-placement, duplicates")

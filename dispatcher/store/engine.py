@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
@@ -28,8 +29,11 @@ def sqlite_url(path: str) -> str:
     return f"sqlite+aiosqlite:///{path}"
 
 
-def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
-    """An async engine. SQLite gets WAL, a busy timeout and foreign keys; PostgreSQL a pool."""
+def make_engine(url: str, *, read_only: bool = False, **kwargs: Any) -> AsyncEngine:
+    """An async engine. SQLite gets WAL, a busy timeout and foreign keys; PostgreSQL a pool.
+
+    ``read_only``: the caller only reads (``explain``): a SQLite file that does not exist is an error, never
+    created as a side effect. A SQLite file in a folder that does not exist is an error either way."""
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -38,6 +42,18 @@ def make_engine(url: str, **kwargs: Any) -> AsyncEngine:
     if backend == "sqlite":
         if parsed.get_driver_name() != "aiosqlite":
             raise DatabaseUrlError(f"database URL {redact(url)!r}: use the async driver, sqlite+aiosqlite:///PATH")
+        path = parsed.database or ""
+        if path and path != ":memory:" and not path.startswith("file:"):
+            where = Path(path).expanduser().resolve()
+            if read_only and not where.is_file():
+                raise DatabaseUrlError(
+                    f"no dispatcher database at {where}: run this where the dispatcher's SQLite file is, or name it "
+                    "with --db-url sqlite+aiosqlite:///PATH (or ask the running dispatcher with --api URL)"
+                )
+            if not where.parent.is_dir():
+                raise DatabaseUrlError(
+                    f"the folder of the SQLite database {where} does not exist: create it, or pass --db-url"
+                )
         engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
 
         @event.listens_for(engine.sync_engine, "connect")

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from harness import Rig, job
 
 from dispatcher.api import bound_address, start_api
@@ -54,5 +55,26 @@ async def test_status_workloads_and_cluster_commands(rig: Rig, tmp_path: Path) -
 
         code, out, err = await _cli("status", "--api", "http://127.0.0.1:9", "--token", "x")
         assert code == 2 and "cannot reach" in err and "Traceback" not in err
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.real_rig
+async def test_explain_through_the_api_needs_no_database_file(rig: Rig, tmp_path: Path) -> None:
+    """Issue 16, item 8: ``explain --api URL --token T`` asks the running dispatcher (on either rig)."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("read explain-read-token\n")
+    runner = await start_api(rig.dispatcher, listen="127.0.0.1:0", token_file=tokens, environ={})
+    try:
+        await rig.submit(job("explained", seconds=1))
+        await rig.wait_state("team-a", "explained", WorkloadState.SUCCEEDED, timeout=60)
+        host, port = bound_address(runner)
+        code, out, err = await _cli(
+            "explain", "team-a/explained", "--api", f"http://{host}:{port}", "--token", "explain-read-token"
+        )
+        assert code == 0, err
+        assert "team-a/explained" in out and "Succeeded" in out and "worker-" in out
+        code, _out, err = await _cli("explain", "team-a/explained", "--api", f"http://{host}:{port}")
+        assert code == 2 and "401" in err and "Traceback" not in err
     finally:
         await runner.cleanup()
