@@ -129,11 +129,15 @@ def _cmd_db_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_config(path: str) -> DispatcherConfig:
-    from .config import ConfigError, load_config
+def _load_config(path: str, *, kubeconfigs: bool = False) -> DispatcherConfig:
+    """The configuration; with ``kubeconfigs``, every kubeconfig it names is read too. All problems at once."""
+    from .config import ConfigError, check_kubeconfigs, load_config
 
     try:
-        return load_config(path)
+        config = load_config(path)
+        if kubeconfigs:
+            check_kubeconfigs(config, path)
+        return config
     except ConfigError as exc:
         raise UsageError(f"configuration error: {exc}") from None
 
@@ -155,7 +159,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .store.migrate import upgrade
     from .store.repo import REPLICA_APPLICATION_NAME, Repo
 
-    config = _load_config(args.config)
+    config = _load_config(args.config, kubeconfigs=True)
     url = _db_url(args, config.database_url)
     election = _election(args, url)
     _setup_logging(args.log_level)

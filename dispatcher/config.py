@@ -25,6 +25,7 @@ __all__ = [
     "Policy",
     "ScoringWeights",
     "WorkerConfig",
+    "check_kubeconfigs",
     "load_config",
     "parse_config",
     "parse_duration",
@@ -36,7 +37,34 @@ DEFAULT_MAX_IN_FLIGHT = 500
 
 
 class ConfigError(ValueError):
-    """An invalid configuration; ``str()`` is the message for the user."""
+    """An invalid configuration; ``str()`` is the message for the user. It carries every problem found, so that
+    a configuration is fixed in one pass: ``messages`` lists them, each with its key path and bad value."""
+
+    def __init__(self, message: str | list[str]) -> None:
+        self.messages = [message] if isinstance(message, str) else list(message)
+        if len(self.messages) == 1:
+            text = self.messages[0]
+        else:
+            text = f"{len(self.messages)} problems:\n" + "\n".join(f"  - {m}" for m in self.messages)
+        super().__init__(text)
+
+
+class _Problems:
+    """Collects ConfigErrors so that parsing goes on and every problem is reported at once."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def check(self, fn: Any, *args: Any, default: Any = None, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as exc:
+            self.messages.extend(exc.messages)
+            return default
+
+    def raise_any(self) -> None:
+        if self.messages:
+            raise ConfigError(self.messages)
 
 
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -146,7 +174,7 @@ def _unknown(raw: Mapping[str, Any], allowed: set[str], path: str) -> None:
     extra = sorted(set(raw) - allowed)
     if extra:
         prefix = f"{path}." if path else ""
-        raise ConfigError(f"{prefix}{extra[0]}: unknown key (allowed: {', '.join(sorted(allowed))})")
+        raise ConfigError([f"{prefix}{key}: unknown key (allowed: {', '.join(sorted(allowed))})" for key in extra])
 
 
 def _kube(raw: Any, path: str, base: Path) -> KubeconfigRef:
@@ -186,6 +214,71 @@ def _number(raw: Any, path: str, *, minimum: float, strict: bool = False) -> flo
     return float(raw)
 
 
+def _mode(raw: Mapping[str, Any]) -> str:
+    mode = raw.get("mode", "binpack")
+    if mode not in ("binpack", "spread"):
+        raise ConfigError(f"policy.mode: must be binpack or spread, got {mode!r}")
+    return str(mode)
+
+
+def _strategy(raw: Mapping[str, Any]) -> str:
+    strategy = raw.get("strategy", "scored")
+    if strategy not in ("scored", "allAtOnce", "incremental"):
+        raise ConfigError(f"policy.strategy: must be scored, allAtOnce or incremental, got {strategy!r}")
+    return str(strategy)
+
+
+def _weights(raw: Mapping[str, Any]) -> ScoringWeights:
+    if "weights" not in raw:
+        return ScoringWeights()
+    w = _expect(raw["weights"], dict, "policy.weights", "a mapping")
+    names = {
+        "quotaHeadroom": "quota_headroom",
+        "vgpuFit": "vgpu_fit",
+        "backlog": "backlog",
+        "clusterWeight": "cluster_weight",
+        "latency": "latency",
+    }
+    problems = _Problems()
+    problems.check(_unknown, w, set(names), "policy.weights")
+    values = {
+        names[k]: problems.check(_number, v, f"policy.weights.{k}", minimum=0, default=1.0)
+        for k, v in w.items()
+        if k in names
+    }
+    problems.raise_any()
+    return ScoringWeights(**values)
+
+
+def _namespaces(raw: Mapping[str, Any]) -> tuple[str, ...]:
+    namespaces = raw.get("allowedNamespaces", [])
+    if not isinstance(namespaces, list) or not all(isinstance(n, str) for n in namespaces):
+        raise ConfigError(f"policy.allowedNamespaces: expected a list of namespace names, got {namespaces!r}")
+    return tuple(namespaces)
+
+
+def _incremental(raw: Mapping[str, Any]) -> tuple[int, float]:
+    incremental = raw.get("incremental", {}) or {}
+    _expect(incremental, dict, "policy.incremental", "a mapping with workersPerRound and roundInterval")
+    problems = _Problems()
+    problems.check(_unknown, incremental, {"workersPerRound", "roundInterval"}, "policy.incremental")
+    per_round = incremental.get("workersPerRound", 3)
+    if isinstance(per_round, bool) or not isinstance(per_round, int) or per_round < 1:
+        problems.messages.append(f"policy.incremental.workersPerRound: must be an integer >= 1, got {per_round!r}")
+    interval = problems.check(
+        parse_duration, incremental.get("roundInterval", 300), "policy.incremental.roundInterval", default=300.0
+    )
+    problems.raise_any()
+    return per_round, interval
+
+
+def _positive_duration(raw: Mapping[str, Any], key: str, default: float) -> float:
+    value = parse_duration(raw.get(key, default), f"policy.{key}")
+    if value <= 0:
+        raise ConfigError(f"policy.{key}: must be > 0, got {raw.get(key)!r}")
+    return value
+
+
 def _policy(raw: Any) -> Policy:
     if raw is None:
         return Policy()
@@ -203,51 +296,27 @@ def _policy(raw: Any) -> Policy:
         "createNamespaces",
         "incremental",
     }
-    _unknown(raw, allowed, "policy")
-    mode = raw.get("mode", "binpack")
-    if mode not in ("binpack", "spread"):
-        raise ConfigError(f"policy.mode: must be binpack or spread, got {mode!r}")
-    strategy = raw.get("strategy", "scored")
-    if strategy not in ("scored", "allAtOnce", "incremental"):
-        raise ConfigError(f"policy.strategy: must be scored, allAtOnce or incremental, got {strategy!r}")
-    weights = ScoringWeights()
-    if "weights" in raw:
-        w = _expect(raw["weights"], dict, "policy.weights", "a mapping")
-        names = {
-            "quotaHeadroom": "quota_headroom",
-            "vgpuFit": "vgpu_fit",
-            "backlog": "backlog",
-            "clusterWeight": "cluster_weight",
-            "latency": "latency",
-        }
-        _unknown(w, set(names), "policy.weights")
-        weights = ScoringWeights(**{names[k]: _number(v, f"policy.weights.{k}", minimum=0) for k, v in w.items()})
-    namespaces = raw.get("allowedNamespaces", [])
-    if not isinstance(namespaces, list) or not all(isinstance(n, str) for n in namespaces):
-        raise ConfigError(f"policy.allowedNamespaces: expected a list of namespace names, got {namespaces!r}")
-    incremental = raw.get("incremental", {}) or {}
-    _expect(incremental, dict, "policy.incremental", "a mapping with workersPerRound and roundInterval")
-    _unknown(incremental, {"workersPerRound", "roundInterval"}, "policy.incremental")
-    per_round = incremental.get("workersPerRound", 3)
-    if isinstance(per_round, bool) or not isinstance(per_round, int) or per_round < 1:
-        raise ConfigError(f"policy.incremental.workersPerRound: must be an integer >= 1, got {per_round!r}")
-    create_ns = raw.get("createNamespaces", True)
-    _expect(create_ns, bool, "policy.createNamespaces", "true or false")
-    admission_timeout = parse_duration(raw.get("admissionTimeout", 300), "policy.admissionTimeout")
-    lost_timeout = parse_duration(raw.get("lostTimeout", 60), "policy.lostTimeout")
-    suspect_after = parse_duration(raw.get("suspectAfter", min(10.0, lost_timeout / 2)), "policy.suspectAfter")
-    if admission_timeout <= 0:
-        raise ConfigError(f"policy.admissionTimeout: must be > 0, got {raw.get('admissionTimeout')!r}")
-    if lost_timeout <= 0:
-        raise ConfigError(f"policy.lostTimeout: must be > 0, got {raw.get('lostTimeout')!r}")
+    p = _Problems()
+    p.check(_unknown, raw, allowed, "policy")
+    mode = p.check(_mode, raw, default="binpack")
+    strategy = p.check(_strategy, raw, default="scored")
+    weights = p.check(_weights, raw, default=ScoringWeights())
+    namespaces = p.check(_namespaces, raw, default=())
+    per_round, interval = p.check(_incremental, raw, default=(3, 300.0))
+    create_ns = p.check(_expect, raw.get("createNamespaces", True), bool, "policy.createNamespaces", "true or false")
+    admission_timeout = p.check(_positive_duration, raw, "admissionTimeout", 300, default=300.0)
+    lost_timeout = p.check(_positive_duration, raw, "lostTimeout", 60, default=60.0)
+    suspect_after = p.check(
+        parse_duration, raw.get("suspectAfter", min(10.0, lost_timeout / 2)), "policy.suspectAfter", default=0.0
+    )
     if suspect_after > lost_timeout:
-        raise ConfigError(
+        p.messages.append(
             f"policy.suspectAfter: must not exceed policy.lostTimeout ({lost_timeout:g}s), "
             f"got {raw.get('suspectAfter')!r}"
         )
-    gc_interval = parse_duration(raw.get("gcInterval", 60), "policy.gcInterval")
-    if gc_interval <= 0:
-        raise ConfigError(f"policy.gcInterval: must be > 0, got {raw.get('gcInterval')!r}")
+    gc_interval = p.check(_positive_duration, raw, "gcInterval", 60, default=60.0)
+    retention = p.check(parse_duration, raw.get("finishedRetention", 600), "policy.finishedRetention", default=600.0)
+    p.raise_any()
     return Policy(
         mode=mode,
         strategy=strategy,
@@ -255,80 +324,112 @@ def _policy(raw: Any) -> Policy:
         admission_timeout=admission_timeout,
         lost_timeout=lost_timeout,
         suspect_after=suspect_after,
-        allowed_namespaces=tuple(namespaces),
-        finished_retention=parse_duration(raw.get("finishedRetention", 600), "policy.finishedRetention"),
+        allowed_namespaces=namespaces,
+        finished_retention=retention,
         gc_interval=gc_interval,
-        create_namespaces=create_ns,
+        create_namespaces=bool(create_ns),
         incremental_round=per_round,
-        incremental_interval=parse_duration(incremental.get("roundInterval", 300), "policy.incremental.roundInterval"),
+        incremental_interval=interval,
     )
 
 
-def parse_config(raw: Any, *, base: Path | None = None) -> DispatcherConfig:
-    """Validate a parsed ``clusters.yaml`` document. Relative kubeconfig paths resolve against ``base``."""
-    base = base or Path.cwd()
-    raw = _expect(raw, dict, "(top level)", "a mapping with manager, workers and policy")
-    _unknown(raw, {"manager", "workers", "policy", "controllerName", "origin", "database"}, "")
-    if "manager" not in raw:
-        raise ConfigError("manager: required (the kubeconfig of the cluster users submit to)")
-    manager = _kube(raw["manager"], "manager", base)
-    workers_raw = raw.get("workers")
-    if not isinstance(workers_raw, list) or not workers_raw:
-        raise ConfigError(f"workers: expected a non-empty list of worker clusters, got {workers_raw!r}")
-    workers: list[WorkerConfig] = []
-    seen: set[str] = set()
-    for i, entry in enumerate(workers_raw):
-        path = f"workers[{i}]"
-        w = _expect(entry, dict, path, "a mapping")
-        _unknown(
-            w, {"name", "kubeconfig", "context", "secretRef", "inCluster", "weight", "labels", "maxInFlight"}, path
-        )
-        name = w.get("name")
-        if not isinstance(name, str) or not _NAME.match(name) or len(name) > 63:
-            raise ConfigError(f"{path}.name: must be a lowercase DNS label (a-z, 0-9, '-'), got {name!r}")
-        if name in seen:
-            raise ConfigError(f"{path}.name: duplicate worker name {name!r}")
-        seen.add(name)
-        kube = _kube(
-            {k: v for k, v in w.items() if k in ("kubeconfig", "context", "secretRef", "inCluster")}, path, base
-        )
-        weight = _number(w.get("weight", 1.0), f"{path}.weight", minimum=0, strict=True)
-        labels = w.get("labels", {}) or {}
-        if not isinstance(labels, dict) or not all(isinstance(k, str) for k in labels):
-            raise ConfigError(f"{path}.labels: expected a mapping of strings, got {labels!r}")
-        for key, value in labels.items():
-            if not isinstance(value, (str, int, float, bool)):
-                raise ConfigError(f"{path}.labels.{key}: expected a string, got {value!r}")
-        max_in_flight = w.get("maxInFlight", DEFAULT_MAX_IN_FLIGHT)
-        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
-            raise ConfigError(f"{path}.maxInFlight: must be an integer >= 1, got {max_in_flight!r}")
-        workers.append(
-            WorkerConfig(
-                name=name,
-                kube=kube,
-                weight=weight,
-                labels={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in labels.items()},
-                max_in_flight=max_in_flight,
-            )
-        )
+def _worker(entry: Any, path: str, base: Path, seen: set[str]) -> WorkerConfig:
+    w = _expect(entry, dict, path, "a mapping")
+    p = _Problems()
+    p.check(
+        _unknown,
+        w,
+        {"name", "kubeconfig", "context", "secretRef", "inCluster", "weight", "labels", "maxInFlight"},
+        path,
+    )
+    name = w.get("name")
+    if not isinstance(name, str) or not _NAME.match(name) or len(name) > 63:
+        p.messages.append(f"{path}.name: must be a lowercase DNS label (a-z, 0-9, '-'), got {name!r}")
+        name = f"invalid-{len(seen)}"
+    elif name in seen:
+        p.messages.append(f"{path}.name: duplicate worker name {name!r}")
+    seen.add(name)
+    kube = p.check(
+        _kube, {k: v for k, v in w.items() if k in ("kubeconfig", "context", "secretRef", "inCluster")}, path, base
+    )
+    weight = p.check(_number, w.get("weight", 1.0), f"{path}.weight", minimum=0, strict=True, default=1.0)
+    labels = w.get("labels", {}) or {}
+    if not isinstance(labels, dict) or not all(isinstance(k, str) for k in labels):
+        p.messages.append(f"{path}.labels: expected a mapping of strings, got {labels!r}")
+        labels = {}
+    for key, value in labels.items():
+        if not isinstance(value, (str, int, float, bool)):
+            p.messages.append(f"{path}.labels.{key}: expected a string, got {value!r}")
+    max_in_flight = w.get("maxInFlight", DEFAULT_MAX_IN_FLIGHT)
+    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
+        p.messages.append(f"{path}.maxInFlight: must be an integer >= 1, got {max_in_flight!r}")
+    p.raise_any()
+    return WorkerConfig(
+        name=name,
+        kube=kube,
+        weight=weight,
+        labels={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in labels.items()},
+        max_in_flight=max_in_flight,
+    )
+
+
+def _controller(raw: Mapping[str, Any]) -> str:
     controller = raw.get("controllerName", DEFAULT_CONTROLLER_NAME)
     if not isinstance(controller, str) or "/" not in controller:
         raise ConfigError(
             f"controllerName: must be a domain-prefixed path such as kueue.x-k8s.io/multikueue, got {controller!r}"
         )
+    return controller
+
+
+def _origin(raw: Mapping[str, Any]) -> str:
     origin = raw.get("origin", "manager")
     if not isinstance(origin, str) or not _NAME.match(origin):
         raise ConfigError(f"origin: must be a lowercase DNS label, got {origin!r}")
+    return origin
+
+
+def _database(raw: Mapping[str, Any]) -> str | None:
     database = raw.get("database")
-    db_url = None
-    if database is not None:
-        database = _expect(database, dict, "database", "a mapping with url")
-        _unknown(database, {"url"}, "database")
-        db_url = _expect(database.get("url"), str, "database.url", "a SQLAlchemy URL")
+    if database is None:
+        return None
+    database = _expect(database, dict, "database", "a mapping with url")
+    _unknown(database, {"url"}, "database")
+    return str(_expect(database.get("url"), str, "database.url", "a SQLAlchemy URL"))
+
+
+def parse_config(raw: Any, *, base: Path | None = None) -> DispatcherConfig:
+    """Validate a parsed ``clusters.yaml`` document. Relative kubeconfig paths resolve against ``base``. Every
+    problem is reported at once (one :class:`ConfigError` listing them)."""
+    base = base or Path.cwd()
+    raw = _expect(raw, dict, "(top level)", "a mapping with manager, workers and policy")
+    p = _Problems()
+    p.check(_unknown, raw, {"manager", "workers", "policy", "controllerName", "origin", "database"}, "")
+    manager = None
+    if "manager" not in raw:
+        p.messages.append("manager: required (the kubeconfig of the cluster users submit to)")
+    else:
+        manager = p.check(_kube, raw["manager"], "manager", base)
+    workers_raw = raw.get("workers")
+    workers: list[WorkerConfig] = []
+    if not isinstance(workers_raw, list) or not workers_raw:
+        p.messages.append(f"workers: expected a non-empty list of worker clusters, got {workers_raw!r}")
+    else:
+        seen: set[str] = set()
+        for i, entry in enumerate(workers_raw):
+            worker = p.check(_worker, entry, f"workers[{i}]", base, seen)
+            if worker is not None:
+                workers.append(worker)
+    controller = p.check(_controller, raw, default=DEFAULT_CONTROLLER_NAME)
+    origin = p.check(_origin, raw, default="manager")
+    db_url = p.check(_database, raw)
+    policy = p.check(_policy, raw.get("policy"), default=Policy())
+    p.raise_any()
+    assert manager is not None
     return DispatcherConfig(
         manager=manager,
         workers=tuple(workers),
-        policy=_policy(raw.get("policy")),
+        policy=policy,
         controller_name=controller,
         origin=origin,
         database_url=db_url,
@@ -347,4 +448,61 @@ def load_config(path: str | Path) -> DispatcherConfig:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"{p}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    return parse_config(raw, base=p.parent.resolve())
+    try:
+        return parse_config(raw, base=p.parent.resolve())
+    except ConfigError as exc:
+        raise ConfigError([f"{p}: {m}" for m in exc.messages]) from None
+
+
+def _kubeconfig_problems(ref: KubeconfigRef, where: str) -> list[str]:
+    """What is wrong with one kubeconfig file: missing, not YAML, no such context, a context without its cluster,
+    server or user. Never shows a credential (only names and paths)."""
+    if ref.path is None:
+        return []
+    path = Path(ref.path)
+    head = f"{where}.kubeconfig {path}"
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        return [f"{head}: cannot read it: {exc.strerror}"]
+    except yaml.YAMLError:
+        return [f"{head}: not valid YAML"]
+    if not isinstance(loaded, dict):
+        return [f"{head}: not a kubeconfig (expected a mapping with clusters, users and contexts)"]
+
+    def named(section: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for entry in loaded.get(section) or []:
+            if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                out[entry["name"]] = entry.get(section[:-1]) or {}
+        return out
+
+    contexts, clusters, users = named("contexts"), named("clusters"), named("users")
+    name = ref.context or loaded.get("current-context")
+    if not name:
+        return [f"{head}: names no context (set {where}.context, or current-context in the file)"]
+    if name not in contexts:
+        known = ", ".join(sorted(contexts)) or "none"
+        return [f"{head}: context {name!r} not found (contexts: {known})"]
+    context = contexts[name] if isinstance(contexts[name], dict) else {}
+    problems = []
+    cluster = context.get("cluster")
+    if cluster not in clusters:
+        problems.append(f"{head}: context {name!r} names cluster {cluster!r}, which the file does not define")
+    elif not (clusters[cluster] or {}).get("server"):
+        problems.append(f"{head}: cluster {cluster!r} has no server")
+    user = context.get("user")
+    if user is not None and user not in users:
+        problems.append(f"{head}: context {name!r} names user {user!r}, which the file does not define")
+    return problems
+
+
+def check_kubeconfigs(config: DispatcherConfig, source: str | Path | None = None) -> None:
+    """Read every kubeconfig file the configuration names and raise one :class:`ConfigError` listing every problem
+    (at start, before any connection is tried). ``source``: the configuration file, named in each message."""
+    prefix = f"{source}: " if source else ""
+    problems = _kubeconfig_problems(config.manager, "manager")
+    for i, w in enumerate(config.workers):
+        problems += _kubeconfig_problems(w.kube, f"workers[{i}]")
+    if problems:
+        raise ConfigError([prefix + p for p in problems])
