@@ -159,9 +159,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .store.migrate import upgrade
     from .store.repo import REPLICA_APPLICATION_NAME, Repo
 
-    config = _load_config(args.config, kubeconfigs=True)
+    config = _load_config(args.config)
     url = _db_url(args, config.database_url)
     election = _election(args, url)
+    # Every kubeconfig the configuration names, after what the command line alone decides.
+    _load_config(args.config, kubeconfigs=True)
     _setup_logging(args.log_level)
 
     async def run() -> int:

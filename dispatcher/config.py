@@ -19,6 +19,7 @@ from . import DEFAULT_CONTROLLER_NAME
 
 __all__ = [
     "DEFAULT_MAX_IN_FLIGHT",
+    "DEFAULT_SECRET_NAMESPACE",
     "ConfigError",
     "DispatcherConfig",
     "KubeconfigRef",
@@ -34,6 +35,9 @@ __all__ = [
 #: Copies per worker not yet admitted by its Kueue. A throttle, not the quota guard (reservations are): it must
 #: not hold back a failover, which moves hundreds of workloads off a lost worker at once.
 DEFAULT_MAX_IN_FLIGHT = 500
+#: Where a ``secretRef`` looks when it names no namespace: the dispatcher's own namespace in deploy/ (its Role there
+#: is what grants reading the worker kubeconfig Secrets).
+DEFAULT_SECRET_NAMESPACE = "dispatcher-system"
 
 
 class ConfigError(ValueError):
@@ -191,7 +195,10 @@ def _kube(raw: Any, path: str, base: Path) -> KubeconfigRef:
         ref = _expect(raw["secretRef"], dict, f"{path}.secretRef", "a mapping with namespace, name and key")
         _unknown(ref, {"namespace", "name", "key"}, f"{path}.secretRef")
         name = _expect(ref.get("name"), str, f"{path}.secretRef.name", "a Secret name")
-        namespace = _expect(ref.get("namespace", "kueue-system"), str, f"{path}.secretRef.namespace", "a namespace")
+        # The default is where deploy/ runs the dispatcher and where its RBAC lets it read Secrets.
+        namespace = _expect(
+            ref.get("namespace", DEFAULT_SECRET_NAMESPACE), str, f"{path}.secretRef.namespace", "a namespace"
+        )
         key = _expect(ref.get("key", "kubeconfig"), str, f"{path}.secretRef.key", "a key of the Secret")
         return KubeconfigRef(secret_namespace=namespace, secret_name=name, secret_key=key)
     if "kubeconfig" not in raw:

@@ -73,7 +73,10 @@ class GarbageCollector:
     async def collect(self, worker: str) -> int:
         svc = self.service
         client = svc.clients.get(worker)
-        if client is None:
+        cap = svc.capacities.get(worker)
+        if client is None or cap is None or cap.health != "Ready":
+            # A worker that is not Ready is failover's and fencing's: its stale copies are fenced (and recorded as
+            # such) when it returns, not collected meanwhile by whichever call gets through first.
             return 0
         records = []
         # Items of a list carry no kind (as on a real API server): the adapter whose informer held them decides.

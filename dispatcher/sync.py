@@ -104,8 +104,15 @@ ORDER = {
 }
 
 
+def manager_labels(live: Live, state: str) -> dict[str, str | None]:
+    """The labels written on every manager object: where it runs and in what state, so that
+    ``kubectl get jobs -L kueue-dispatcher.io/cluster,kueue-dispatcher.io/state`` shows them and ``-l`` selects by
+    them (the values are DNS labels and state names; None removes a label)."""
+    return {L.CLUSTER: live.cluster or None, L.STATE: state}
+
+
 def manager_report(live: Live, state: str, message: str, remote_status: Obj | None) -> dict[str, str]:
-    """The annotations written on a manager object in ``annotations`` mode."""
+    """The annotations written on every manager object (the longer story: message, the copy's whole status)."""
     out = {L.CLUSTER: live.cluster or "", L.STATE: state, L.MESSAGE: message[:1000]}
     if remote_status is not None:
         out[L.REMOTE_STATUS] = json.dumps(remote_status, sort_keys=True, separators=(",", ":"))[:30_000]
@@ -126,14 +133,18 @@ async def write_manager(
     res = adapter.resource
     status = adapter.remote_status(remote) if remote is not None else None
     annotations = manager_report(live, state, message, status)
-    if live.reported.get("annotations") != annotations:
+    labels = manager_labels(live, state)
+    if live.reported.get("annotations") != annotations or live.reported.get("labels") != labels:
         try:
-            await manager.patch(res, live.namespace, live.name, {"metadata": {"annotations": annotations}})
+            await manager.patch(
+                res, live.namespace, live.name, {"metadata": {"annotations": annotations, "labels": labels}}
+            )
         except KubeError as exc:
             if not exc.not_found:
                 raise
             return
         live.reported["annotations"] = annotations
+        live.reported["labels"] = labels
     if live.status_mode != "status" or local is None:
         return
     if remote is None:

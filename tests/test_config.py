@@ -45,7 +45,7 @@ def test_example_loads() -> None:
     assert b.max_in_flight == 50
     assert b.labels == {"region": "eu-west", "zone": "eu-west-1b", "cost": "spot", "gpu": "true"}
     assert lab.kube.secret_name == "gpu-lab-kubeconfig"
-    assert lab.kube.secret_namespace == "kueue-system"
+    assert lab.kube.secret_namespace == "dispatcher-system"
     assert lab.kube.path is None
     assert lab.weight == 1.0
     assert lab.max_in_flight == DEFAULT_MAX_IN_FLIGHT == 500

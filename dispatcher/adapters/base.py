@@ -180,7 +180,9 @@ class Adapter(ABC):
         cmeta = copy.setdefault("metadata", {})
         cmeta["name"] = meta["name"]
         cmeta["namespace"] = meta.get("namespace", "default")
-        cmeta["labels"] = {**dict(meta.get("labels") or {}), **labels}
+        # The manager object's own report labels (where it runs, in what state) say nothing true of a copy.
+        own = {k: v for k, v in dict(meta.get("labels") or {}).items() if k not in (L.CLUSTER, L.STATE)}
+        cmeta["labels"] = {**own, **labels}
         kept = {
             k: v
             for k, v in (meta.get("annotations") or {}).items()

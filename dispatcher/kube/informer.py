@@ -30,6 +30,9 @@ log = logging.getLogger("dispatcher.kube")
 Obj = dict[str, Any]
 Key = tuple[str, str]
 Handler = Callable[[str, Obj, Obj | None], None]
+#: How long 401/403 answers must last before they count as a refusal (a restarting kube-apiserver answers 403
+#: while its RBAC cache warms up).
+REFUSAL_GRACE = 5.0
 
 
 def key_of(obj: Obj) -> Key:
@@ -69,8 +72,9 @@ class Informer:
         self.on_served = on_served
         #: Told when the server starts refusing our credentials or rights (the 401/403), and (None) when it stops.
         self.on_rejected = on_rejected
-        #: The last 401/403 while it lasts: the informer keeps retrying, but slowly, and says so once.
+        #: The last 401/403 once refusals have lasted ``REFUSAL_GRACE``; cleared by the next successful list.
         self.rejected: KubeError | None = None
+        self._refused_since: float | None = None
         #: None until the first list; False while the server answers the list with 404.
         self.served: bool | None = None
         self.cache: dict[Key, Obj] = {}
@@ -142,6 +146,7 @@ class Informer:
         self.resource_version = rv
         self.relists += 1
         self._set_served(True)
+        self._refused_since = None
         self._set_rejected(None)
         self.synced.set()
 
@@ -235,11 +240,16 @@ class Informer:
                     need_list = True
                     continue
                 if e.rejected:
-                    # Credentials or RBAC: said once at ERROR, retried slowly (someone has to fix them).
-                    self._set_rejected(e)
+                    # Credentials or RBAC, retried at the usual backoff. A kube-apiserver that just restarted
+                    # answers 403 for a few seconds until its RBAC cache is warm (seen on the real rig): a refusal
+                    # counts (said once at ERROR, the worker NotReady) only once it lasts REFUSAL_GRACE.
+                    now = time.monotonic()
+                    if self._refused_since is None:
+                        self._refused_since = now
+                        log.info("informer %s: refused (%s %s); retrying", self.name, e.code, e.reason)
+                    if now - self._refused_since >= REFUSAL_GRACE:
+                        self._set_rejected(e)
                     need_list = True
-                    await asyncio.sleep(min(self.absent_recheck, 10.0))
-                    continue
                 attempt += 1
                 if attempt >= 5:
                     need_list = True

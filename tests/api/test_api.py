@@ -375,7 +375,10 @@ async def test_readyz_is_503_until_started(client: Client, world: World) -> None
 
 
 async def test_readyz_and_queries_are_503_while_the_database_is_unreachable(client: Client, world: World) -> None:
-    broken = make_engine(f"sqlite+aiosqlite:///{world.tmp / 'missing-dir' / 'db.sqlite'}")
+    # A database whose folder disappears after the engine was made: every connection then fails.
+    (world.tmp / "gone-dir").mkdir()
+    broken = make_engine(f"sqlite+aiosqlite:///{world.tmp / 'gone-dir' / 'db.sqlite'}")
+    (world.tmp / "gone-dir").rmdir()
     world.engines.append(broken)
     world.dispatcher.repo = Repo(broken)
     body = await get_json(client, "/readyz", 503, headers={})

@@ -236,3 +236,29 @@ def test_kind_gpu_cluster_has_the_nodes_up_sh_makes_gpu_nodes() -> None:
     # kind names the workers CLUSTER-worker, CLUSTER-worker2: the names up.sh labels and annotates.
     up = (REPO / "kind" / "up.sh").read_text()
     assert 'for node in "$cluster-worker" "$cluster-worker2"; do' in up
+
+
+def test_a_secret_ref_without_a_namespace_reads_where_the_rbac_grants_secrets() -> None:
+    """Issue 16, item 15: the default namespace of a secretRef is the one deploy/'s Role lets the dispatcher read."""
+    role = _one(kustomize("deploy"), "Role", "kueue-dispatcher")
+    config = parse_config(
+        {"manager": {"inCluster": True}, "workers": [{"name": "w", "secretRef": {"name": "worker-1-kubeconfig"}}]}
+    )
+    assert config.workers[0].kube.secret_namespace == role["metadata"]["namespace"] == "dispatcher-system"
+
+
+def test_a_disruption_budget_keeps_a_replica_and_the_network_policy_opens_only_the_http_port() -> None:
+    """Issue 16, item 15: a PodDisruptionBudget and a NetworkPolicy for the Deployment's pods."""
+    objs = kustomize("deploy")
+    deployment = _one(objs, "Deployment", "kueue-dispatcher")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    pdb = _one(objs, "PodDisruptionBudget", "kueue-dispatcher")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    assert 1 <= pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"], "a drain may take one replica, not all"
+    policy = _one(objs, "NetworkPolicy", "kueue-dispatcher")
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    [rule] = policy["spec"]["ingress"]
+    ports = {p["name"] for c in deployment["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
+    assert [p["port"] for p in rule["ports"]] == ["http"] and "http" in ports
+    assert "from" not in rule, "the probes and Prometheus come from anywhere in the cluster"

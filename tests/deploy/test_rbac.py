@@ -79,7 +79,7 @@ NEEDS: tuple[Need, ...] = (
     Need(MANAGER, "batch", "jobs", ("list", "watch"), "dispatcher/intake.py: label_selector=L.QUEUE_NAME,"),
     # Annotations on the manager Job; the unsuspend of a managedBy Job at remote admission (merge patches).
     Need(MANAGER, "batch", "jobs", ("patch",),
-         'dispatcher/sync.py: await manager.patch(res, live.namespace, live.name, {"metadata": {"annotations"'),
+         'dispatcher/sync.py: {"metadata": {"annotations": annotations, "labels": labels}}'),
     # The remote Job's status written to a managedBy Job's /status.
     Need(MANAGER, "batch", "jobs/status", ("patch",),
          'dispatcher/sync.py: {"status": patch}, subresource="status")'),
@@ -90,7 +90,7 @@ NEEDS: tuple[Need, ...] = (
         for need in (
             Need(MANAGER, g, plural, ("list", "watch"), "dispatcher/intake.py: label_selector=L.QUEUE_NAME,"),
             Need(MANAGER, g, plural, ("patch",),
-                 'dispatcher/sync.py: await manager.patch(res, live.namespace, live.name, {"metadata": {"annotations"',
+                 'dispatcher/sync.py: {"metadata": {"annotations": annotations, "labels": labels}}',
                  audit=ONLY_JOBS),
             Need(MANAGER, g, f"{plural}/status", ("patch",),
                  'dispatcher/sync.py: {"status": patch}, subresource="status")', audit=ONLY_JOBS),

@@ -91,6 +91,21 @@ async def test_kubectl_job_runs_on_exactly_one_worker_and_completion_shows_on_ma
     assert managed_obj["status"].get("succeeded") == 1
     assert managed_obj["status"].get("completionTime")
 
+    # Where and in what state, as labels kubectl shows and selects (issue 16, item 12), in both modes.
+    for obj in (plain, managed_obj):
+        assert obj["metadata"]["labels"][L.CLUSTER] == (await rig.row("team-a", obj["metadata"]["name"])).cluster  # type: ignore[union-attr]
+        assert obj["metadata"]["labels"][L.STATE] == WorkloadState.SUCCEEDED
+    selected = await asyncio.create_subprocess_exec(
+        _kubectl(), "--kubeconfig", str(tmp_path / "manager.kubeconfig"), "get", "jobs", "-n", "team-a",
+        "-l", f"{L.STATE}=Succeeded", "-o", "name",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await selected.communicate()
+    assert set(out.decode().split()) == {"job.batch/hello", "job.batch/hello-managed"}, err.decode()
+    for name in ("hello", "hello-managed"):
+        copy_labels = next(iter((await rig.copies("team-a", name)).values()))["metadata"]["labels"]
+        assert L.STATE not in copy_labels and L.CLUSTER not in copy_labels, "the manager's report labels stay there"
+
     placed = await _event_with(rig, "team-a", "hello", "Placed")
     assert placed["type"] == "Normal" and placed["message"].startswith(f"placed on {row.cluster}, score ")
 
