@@ -43,8 +43,11 @@ async def test_a_priority_class_change_on_the_manager_job_reaches_the_copy_and_i
             return None
 
         await eventually(reprioritised, timeout=15, what="the worker's Workload at priority 1000")
-        final = await r.row("team-a", "reprioritised")
-        assert final is not None and final.priority == 1000 and final.priority_class == "high"
+        async def recorded() -> Any:
+            row = await r.row("team-a", "reprioritised")
+            return row if row is not None and row.priority == 1000 and row.priority_class == "high" else None
+
+        final = await eventually(recorded, timeout=15, what="the new priority recorded in SQL")
         assert final.state == WorkloadState.RUNNING and final.generation == row.generation, "not restarted"
     finally:
         await stop_rig(r)
