@@ -428,6 +428,7 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
             ("cluster", args.cluster),
             ("namespace", args.namespace),
             ("queue", args.queue),
+            ("order", args.order),
             ("limit", str(args.limit)),
         )
         if v
@@ -446,8 +447,24 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     if args.action == "drain" and args.running:
         path += "?running=true"
     body = _remote(args, "POST", path)
-    _print(args, body, f"{args.action}: {args.name}: " + ", ".join(f"{k}={v}" for k, v in dict(body).items()))  # type: ignore[call-overload]
+    _print(args, body, _cluster_line(args.action, args.name, body))
     return 0
+
+
+def _cluster_line(action: str, name: str, body: object) -> str:
+    """One line an operator reads: what happened to the worker, and how it stands now."""
+    answer = dict(body) if isinstance(body, dict) else {}
+    cluster = dict(answer.get("cluster") or {})
+    health = cluster.get("health", "?")
+    cordoned = "cordoned" if cluster.get("cordoned") else "not cordoned"
+    line = f"{name}: {action} done; now {health}, {cordoned}"
+    if action == "drain":
+        line += f"; {answer.get('moved', 0)} workload(s) moved" + (
+            " (running ones too)" if answer.get("running") else ""
+        )
+    if answer.get("message"):
+        line = f"{name}: {answer['message']}"
+    return line
 
 
 # -- parser ------------------------------------------------------------------------------------------
@@ -589,6 +606,7 @@ def build_parser() -> argparse.ArgumentParser:
     api_args(wls)
     for flag in ("state", "cluster", "namespace", "queue"):
         wls.add_argument(f"--{flag}")
+    wls.add_argument("--order", choices=["newest", "oldest"], default="newest", help="default: newest first")
     wls.add_argument("--limit", type=int, default=100)
     wls.set_defaults(func=_cmd_workloads)
     cl = sub.add_parser("cluster", help="workers and operator controls: list, cordon, uncordon, drain")

@@ -71,12 +71,12 @@ class _Problems:
             raise ConfigError(self.messages)
 
 
-_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def parse_duration(value: Any, path: str) -> float:
-    """Seconds from ``90``, ``"90s"``, ``"1.5m"``, ``"2h"``, ``"500ms"``."""
+    """Seconds from ``90``, ``"90s"``, ``"1.5m"``, ``"2h"``, ``"7d"``, ``"500ms"``."""
     if isinstance(value, bool):
         raise ConfigError(f"{path}: expected a duration such as 90s, 5m or 1h, got {value!r}")
     if isinstance(value, (int, float)):
@@ -90,7 +90,7 @@ def parse_duration(value: Any, path: str) -> float:
             if number < 0:
                 raise ConfigError(f"{path}: must not be negative, got {value!r}")
             unit = m.group(2) or "s"
-            return number * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+            return number * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}[unit]
     raise ConfigError(f"{path}: expected a duration such as 90s, 5m or 1h, got {value!r}")
 
 
@@ -145,6 +145,9 @@ class Policy:
     suspect_after: float = 10.0
     allowed_namespaces: tuple[str, ...] = ()
     finished_retention: float = 600.0
+    #: How long a finished workload's record (its decisions, placements and events) stays in SQL after its copy
+    #: was cleaned up; then it is deleted, in batches.
+    record_retention: float = 7 * 24 * 3600.0
     gc_interval: float = 60.0
     create_namespaces: bool = True
     incremental_round: int = 3
@@ -299,6 +302,7 @@ def _policy(raw: Any) -> Policy:
         "suspectAfter",
         "allowedNamespaces",
         "finishedRetention",
+        "recordRetention",
         "gcInterval",
         "createNamespaces",
         "incremental",
@@ -323,6 +327,7 @@ def _policy(raw: Any) -> Policy:
         )
     gc_interval = p.check(_positive_duration, raw, "gcInterval", 60, default=60.0)
     retention = p.check(parse_duration, raw.get("finishedRetention", 600), "policy.finishedRetention", default=600.0)
+    records = p.check(_positive_duration, raw, "recordRetention", 7 * 24 * 3600, default=7 * 24 * 3600.0)
     p.raise_any()
     return Policy(
         mode=mode,
@@ -333,6 +338,7 @@ def _policy(raw: Any) -> Policy:
         suspect_after=suspect_after,
         allowed_namespaces=namespaces,
         finished_retention=retention,
+        record_retention=records,
         gc_interval=gc_interval,
         create_namespaces=bool(create_ns),
         incremental_round=per_round,

@@ -24,7 +24,7 @@ from .kube.client import ClusterClient
 from .kube.informer import Informer
 from .placement.vgpu import hami_problem
 from .resources import InvalidRequest
-from .store.models import Workload
+from .store.models import Workload, WorkloadState
 from .store.repo import NewWorkload, Repo
 
 __all__ = ["Intake", "parse_cluster_selector"]
@@ -199,6 +199,12 @@ class Intake:
                 "NamespaceNotAllowed",
                 f"namespace {namespace} is not in the dispatcher's policy.allowedNamespaces; not dispatched",
             )
+            self.ignored += 1
+            return
+        report = {**(meta.get("labels") or {}), **(meta.get("annotations") or {})}
+        if report.get(L.STATE) in WorkloadState.TERMINAL:
+            # Finished already (our own report on it says so): its record may have been deleted after
+            # policy.recordRetention, which must never make it run again.
             self.ignored += 1
             return
         decision = adapter.intake(obj, self.controller_name)

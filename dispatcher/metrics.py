@@ -22,6 +22,7 @@ family                                             type       labels
 ``kueue_dispatcher_status_sync_lag_seconds``       histogram
 ``kueue_dispatcher_failovers_total``               counter    from_cluster
 ``kueue_dispatcher_sql_errors_total``              counter
+``kueue_dispatcher_records_deleted_total``         counter    (finished workloads purged after recordRetention)
 ``kueue_dispatcher_worker_health``                 gauge      cluster, state (1 for the current state)
 ``kueue_dispatcher_worker_cordoned``               gauge      cluster
 ``kueue_dispatcher_worker_in_flight``              gauge      cluster
@@ -256,6 +257,13 @@ class Metrics:
             "fenced_copies",
             "Stale copies (an older generation) deleted from a worker when it came back after being lost.",
             ["cluster"],
+            namespace=PREFIX,
+            registry=self.registry,
+        )
+        self.records_deleted = Counter(
+            "records_deleted",
+            "Finished workloads whose records (decisions, placements, events) were deleted from SQL after "
+            "policy.recordRetention.",
             namespace=PREFIX,
             registry=self.registry,
         )

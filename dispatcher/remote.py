@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from typing import Any
 
 import aiohttp
@@ -41,9 +42,21 @@ async def call_api(base: str, method: str, path: str, *, token: str | None = Non
         raise ApiError(f"the dispatcher API at {base} did not answer within {timeout:g}s") from None
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+def _table(rows: list[list[str]], wrap_last: int | None = None) -> str:
+    """Aligned columns; ``wrap_last``: the last column is wrapped at that width, its further lines indented under
+    it (a long reason is read in full, not cut)."""
+    if wrap_last is None:
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    indent = sum(widths) + 2 * len(widths)
+    out = []
+    for r in rows:
+        head = "  ".join(c.ljust(widths[i]) for i, c in enumerate(r[:-1]))
+        parts = textwrap.wrap(r[-1], wrap_last) or [""]
+        out.append(f"{head}  {parts[0]}".rstrip())
+        out.extend(" " * indent + p for p in parts[1:])
+    return "\n".join(out)
 
 
 def clusters_table(body: Any) -> str:
@@ -75,7 +88,7 @@ def workloads_table(body: Any) -> str:
                 str(w.get("queue")),
                 str(w.get("priority")),
                 str(w.get("generation")),
-                str(w.get("reason") or "")[:60],
+                str(w.get("reason") or ""),
             ]
         )
-    return _table(rows)
+    return _table(rows, wrap_last=60)

@@ -29,6 +29,7 @@ import itertools
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import structlog
@@ -336,8 +337,31 @@ class Dispatcher:
             asyncio.create_task(self.timers.run(self._on_timer), name="timers"),
             asyncio.create_task(self._after_intake_synced(), name="intake-synced"),
             asyncio.create_task(self.gc.run(), name="garbage-collector"),
+            asyncio.create_task(self._retention_loop(), name="record-retention"),
             asyncio.create_task(self.batcher.run(), name="transition-batcher"),
         ]
+
+    async def _retention_loop(self) -> None:
+        """Delete the records of workloads finished and cleaned more than ``policy.recordRetention`` ago, a batch
+        at a time (a short transaction each: the API and the loops are never held up by a big delete)."""
+        interval = max(1.0, min(3600.0, self.policy.record_retention / 10))
+        while True:
+            try:
+                cutoff = utcnow() - timedelta(seconds=self.policy.record_retention)
+                while True:
+                    deleted = await self.repo.purge_finished(cutoff)
+                    if deleted:
+                        self.metrics.records_deleted.inc(deleted)
+                        log.info("deleted the records of %d workloads finished before %s", deleted, cutoff)
+                    if deleted < 500:
+                        break
+                    await asyncio.sleep(0)  # let the rest of the loop run between batches
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a database hiccup: the next round tries again
+                self.metrics.sql_error()
+                log.warning("deleting old workload records failed (%s); trying again later", type(exc).__name__)
+            await asyncio.sleep(interval)
 
     # -- leadership (HA) ---------------------------------------------------------------------------------
 

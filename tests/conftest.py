@@ -122,8 +122,9 @@ def real_rig_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealR
     try:
         rig = start_real_rig(tmp_path_factory.mktemp("real-rig"))
     except (RealRigError, OSError) as exc:
-        pytest.fail(f"the real rig did not start: {exc}\n(build the components with `bash rig/build.sh`)",
-                    pytrace=False)
+        pytest.fail(
+            f"the real rig did not start: {exc}\n(build the components with `bash rig/build.sh`)", pytrace=False
+        )
     _REAL["rig"] = rig
     try:
         yield rig

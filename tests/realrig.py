@@ -110,8 +110,22 @@ def start_real_rig(directory: Path) -> RealRig:
     log = directory / "rig-up.log"
     out = log.open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatcher", "rig", "up", "--real", "--workers", str(WORKERS),
-         "--gpu-workers", str(GPU_WORKERS), "--run-seconds", "1", "--dir", str(directory)],
+        [
+            sys.executable,
+            "-m",
+            "dispatcher",
+            "rig",
+            "up",
+            "--real",
+            "--workers",
+            str(WORKERS),
+            "--gpu-workers",
+            str(GPU_WORKERS),
+            "--run-seconds",
+            "1",
+            "--dir",
+            str(directory),
+        ],
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -133,8 +147,10 @@ def start_real_rig(directory: Path) -> RealRig:
 
 async def _kueue_webhooks(client: ClusterClient, policy: str) -> None:
     """Set the failurePolicy of every Kueue webhook (strategic merge by webhook name)."""
-    for res, name in ((MUTATING, "kueue-mutating-webhook-configuration"),
-                      (VALIDATING, "kueue-validating-webhook-configuration")):
+    for res, name in (
+        (MUTATING, "kueue-mutating-webhook-configuration"),
+        (VALIDATING, "kueue-validating-webhook-configuration"),
+    ):
         config = await client.get(res, None, name)
         if config is None:
             continue
@@ -153,8 +169,9 @@ async def hold_admission(rig: RealRig, worker: str, client: ClusterClient) -> No
 async def _delete_collection(client: ClusterClient, res: Resource, namespace: str) -> None:
     try:
         await client.request(
-            "DELETE", res.path(namespace), body={"kind": "DeleteOptions", "apiVersion": "v1",
-                                                  "propagationPolicy": "Background"},
+            "DELETE",
+            res.path(namespace),
+            body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
         )
     except KubeError as exc:
         if exc.code not in (404, 405):

@@ -84,3 +84,19 @@ def test_every_configuration_problem_is_reported_at_once_with_file_key_path_and_
     assert f"workers[1].kubeconfig {no_user}: context 'x' names user 'nobody'" in text
     assert f"workers[2].kubeconfig {tmp_path / 'missing.kubeconfig'}: cannot read it" in text
     assert "s3cret-kubeconfig-token" not in text
+
+
+def test_the_workloads_table_wraps_a_long_reason_instead_of_cutting_it() -> None:
+    from dispatcher.remote import workloads_table
+
+    reason = (
+        "no worker can ever hold this: worker-1: no node has 9 GPUs (largest: 4); worker-2: no GPU nodes; "
+        "worker-3: ClusterQueue gpu-cq allows at most 8 nvidia.com/gpu"
+    )
+    item = {"namespace": "team-a", "name": "big", "state": "Pending", "cluster": None, "queue": "user-queue",
+            "priority": 0, "generation": 0, "reason": reason}  # fmt: skip
+    lines = workloads_table({"items": [item]}).splitlines()
+    column = lines[0].index("REASON")
+    assert len(lines) > 2 and all(len(line) <= column + 60 for line in lines)
+    assert all(line[:column].strip() == "" for line in lines[2:]), "continuation lines sit under REASON"
+    assert " ".join(line[column:].strip() for line in lines[1:]) == reason, "nothing of the reason is cut"

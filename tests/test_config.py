@@ -62,6 +62,7 @@ def test_example_loads() -> None:
     assert (p.weights.quota_headroom, p.weights.vgpu_fit, p.weights.backlog) == (1.0, 1.0, 0.5)
     assert (p.weights.cluster_weight, p.weights.latency) == (0.3, 0.2)
     assert p.incremental_round == 3 and p.incremental_interval == 300.0
+    assert p.record_retention == 7 * 24 * 3600.0
     assert cfg.controller_name == "kueue.x-k8s.io/multikueue"
     assert cfg.origin == "manager"
     assert cfg.database_url == "sqlite+aiosqlite:///dispatcher.sqlite"
@@ -89,6 +90,7 @@ def test_example_documents_every_key() -> None:
         "suspectAfter",
         "allowedNamespaces",
         "finishedRetention",
+        "recordRetention",
         "gcInterval",
         "createNamespaces",
         "workersPerRound",
@@ -166,6 +168,8 @@ BAD: list[tuple[str, Obj, str, str]] = [
     ("bad duration string", _with("policy.lostTimeout", "5 minutes"), "policy.lostTimeout", "'5 minutes'"),
     ("duration a boolean", _with("policy.finishedRetention", True), "policy.finishedRetention", "True"),
     ("suspect after lost", _with("policy.suspectAfter", "2m"), "policy.suspectAfter", "'2m'"),
+    ("zero record retention", _with("policy.recordRetention", "0d"), "policy.recordRetention", "'0d'"),
+    ("bad record retention", _with("policy.recordRetention", "a week"), "policy.recordRetention", "'a week'"),
     (
         "duplicate worker name",
         _with("workers[1].name", "worker-1"),
@@ -259,3 +263,10 @@ def test_cli_bad_yaml_exits_nonzero_without_traceback(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "not valid YAML" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_record_retention_takes_days(tmp_path: Path) -> None:
+    raw = minimal()
+    raw["policy"] = {"recordRetention": "30d", "finishedRetention": "1h"}
+    cfg = parse_config(raw, base=tmp_path)
+    assert cfg.policy.record_retention == 30 * 24 * 3600.0 and cfg.policy.finished_retention == 3600.0

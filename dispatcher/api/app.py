@@ -13,7 +13,7 @@ route                                                      token        what
 ``GET /api/v1/clusters/{name}``                            read         + quota per ClusterQueue/flavor, HAMi vGPUs
 ``POST /api/v1/clusters/{name}/cordon`` / ``uncordon``     admin        stop / resume placing new workloads there
 ``POST /api/v1/clusters/{name}/drain?running=``            admin        cordon and move its workloads elsewhere
-``GET /api/v1/workloads?state=&cluster=&queue=&...``       read         paginated (``limit``, opaque ``continue``)
+``GET /api/v1/workloads?state=&cluster=&queue=&...``       read         newest first (``order``), paged (``continue``)
 ``GET /api/v1/workloads/{namespace}/{name}``               read         one workload with its placement history
 ``GET /api/v1/workloads/{namespace}/{name}/explain``       read         the stored decision, as JSON and as text
 ``GET /api/v1/events?type=&limit=``                         read         recent audit events (failovers, fencing, ...)
@@ -212,7 +212,7 @@ def _decode_continue(token: str, filters: Mapping[str, str]) -> int:
         raise ApiError(
             400,
             "continue: this token belongs to a listing with other filters; repeat the same state, cluster, "
-            "queue and namespace as on the first page, or start again without continue",
+            "queue, namespace and order as on the first page, or start again without continue",
         )
     return after
 
@@ -489,7 +489,7 @@ async def drain(request: web.Request) -> web.Response:
 
 # -- handlers: workloads ------------------------------------------------------------------------------------
 
-LIST_PARAMS = ("state", "cluster", "queue", "namespace", "limit", "continue")
+LIST_PARAMS = ("state", "cluster", "queue", "namespace", "order", "limit", "continue")
 
 
 async def list_workloads(request: web.Request) -> web.Response:
@@ -507,6 +507,11 @@ async def list_workloads(request: web.Request) -> web.Response:
         filters["queue"] = _name_param("queue", params["queue"], subdomain=True)
     if "namespace" in params:
         filters["namespace"] = _name_param("namespace", params["namespace"], subdomain=False)
+    order = params.get("order", "newest")
+    if order not in ("newest", "oldest"):
+        raise ApiError(400, f"order: expected newest or oldest, got {_show(order)}")
+    # The order is part of what a continue token belongs to (a cursor means something else the other way).
+    filters["order"] = order
     limit = DEFAULT_LIMIT
     if "limit" in params:
         raw = params["limit"]
@@ -524,6 +529,7 @@ async def list_workloads(request: web.Request) -> web.Response:
             namespace=filters.get("namespace"),
             limit=limit + 1,
             after_id=after,
+            newest_first=order == "newest",
         ),
     )
     more = len(rows) > limit

@@ -485,7 +485,7 @@ PATHS: Obj = {
     "/api/v1/workloads": {
         "get": _op(
             "listWorkloads",
-            "Workloads, oldest first, filtered and paginated",
+            "Workloads, newest first (order=oldest for the other way), filtered and paginated",
             _json("WorkloadList", "one page"),
             errors={**_READ_ERRORS, "503": E503},
             params=[
@@ -504,6 +504,11 @@ PATHS: Obj = {
                     "namespace",
                     "only those of this namespace",
                     {"type": "string", "minLength": 1, "maxLength": 63, "pattern": DNS_LABEL},
+                ),
+                _query_param(
+                    "order",
+                    "newest (default: the most recently submitted first) or oldest",
+                    {"type": "string", "enum": ["newest", "oldest"]},
                 ),
                 _query_param("limit", "page size (default 100)", {"type": "integer", "minimum": 1, "maximum": 1000}),
                 _query_param(

@@ -158,8 +158,13 @@ class Informer:
         if error is None:
             log.warning("informer %s: the API server accepts the dispatcher's credentials again", self.name)
         else:
-            log.error("informer %s: the API server refuses to list %s: %s %s", self.name, self.resource.plural,
-                      error.code, error.rejection())
+            log.error(
+                "informer %s: the API server refuses to list %s: %s %s",
+                self.name,
+                self.resource.plural,
+                error.code,
+                error.rejection(),
+            )
         if self.on_rejected is not None:
             try:
                 self.on_rejected(error)

@@ -301,9 +301,7 @@ class WorkerGpus:
     def empty_inventory(self) -> GpuInventory:
         """The usable GPU nodes with nothing on them: what a pod that does not fit here can never fit."""
         nodes = {
-            n.name: [DeviceUsage(d) for d in n.devices]
-            for n in self._nodes.values()
-            if n.problem is None and n.devices
+            n.name: [DeviceUsage(d) for d in n.devices] for n in self._nodes.values() if n.problem is None and n.devices
         }
         return GpuInventory(nodes, {name: self._nodes[name].annotations for name in nodes})
 

@@ -581,9 +581,7 @@ class Api:
             patched = apply_merge_patch(cur_v, body)
         elif patch_type == STRATEGIC_PATCH:
             if not rt.builtin:
-                raise errors.unsupported_media_type(
-                    patch_type, [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
-                )
+                raise errors.unsupported_media_type(patch_type, [JSON_PATCH, MERGE_PATCH, APPLY_PATCH])
             patched = apply_strategic_merge_patch(cur_v, body, self._kind_schema(rt, version).root)
         else:
             raise errors.unsupported_media_type(patch_type, list(PATCH_TYPES))

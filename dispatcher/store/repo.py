@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, event, func, insert, select, text, tuple_, update
+from sqlalchemy import and_, delete, event, func, insert, select, text, tuple_, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, defer, selectinload
@@ -330,8 +330,14 @@ class Repo:
         namespace: str | None = None,
         limit: int = 100,
         after_id: int = 0,
+        newest_first: bool = False,
     ) -> list[Workload]:
-        stmt = select(Workload).where(Workload.id > after_id)
+        """A page of workloads, filtered; ``after_id`` is the cursor (the last id of the previous page), in id order
+        or, ``newest_first``, in reverse (0: from the newest)."""
+        if newest_first:
+            stmt = select(Workload).where(Workload.id < after_id) if after_id else select(Workload)
+        else:
+            stmt = select(Workload).where(Workload.id > after_id)
         if state:
             stmt = stmt.where(Workload.state == state)
         if cluster:
@@ -340,8 +346,34 @@ class Repo:
             stmt = stmt.where(Workload.queue == queue)
         if namespace:
             stmt = stmt.where(Workload.namespace == namespace)
+        order = Workload.id.desc() if newest_first else Workload.id
         async with self.sessions() as s:
-            return list((await s.scalars(stmt.order_by(Workload.id).limit(limit))).all())
+            return list((await s.scalars(stmt.order_by(order).limit(limit))).all())
+
+    async def purge_finished(self, before: datetime, *, batch: int = 500) -> int:
+        """Delete one batch of finished, cleaned workloads that finished before ``before``, with their placements
+        (foreign-key cascade) and events. Returns how many workloads went (0: nothing left to purge)."""
+        async with self.sessions.begin() as s:
+            ids = list(
+                (
+                    await s.scalars(
+                        select(Workload.id)
+                        .where(
+                            Workload.state.in_(list(WorkloadState.TERMINAL)),
+                            Workload.cleaned_at.is_not(None),
+                            Workload.finished_at < before,
+                        )
+                        .order_by(Workload.id)
+                        .limit(batch)
+                    )
+                ).all()
+            )
+            if not ids:
+                return 0
+            await s.execute(delete(AuditEvent).where(AuditEvent.workload_id.in_(ids)))
+            await s.execute(delete(Placement).where(Placement.workload_id.in_(ids)))
+            await s.execute(delete(Workload).where(Workload.id.in_(ids)))
+            return len(ids)
 
     async def count_by_state(self) -> dict[str, int]:
         async with self.sessions() as s:

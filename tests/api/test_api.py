@@ -676,8 +676,17 @@ async def test_list_workloads_paginates_with_an_opaque_token(client: Client, wor
             break
         assert str(world.ids["team-a/train-0"]) not in body["continue"] or len(body["continue"]) > 8
         path = f"/api/v1/workloads?namespace=team-a&limit=5&continue={body['continue']}"
-    assert pages == 3 and seen == sorted(seen) and len(seen) == 12
-    assert seen == sorted(v for k, v in world.ids.items() if k.startswith("team-a/"))
+    assert pages == 3 and seen == sorted(seen, reverse=True) and len(seen) == 12, "newest first by default"
+    assert seen == sorted((v for k, v in world.ids.items() if k.startswith("team-a/")), reverse=True)
+    oldest: list[int] = []
+    path = "/api/v1/workloads?namespace=team-a&limit=5&order=oldest"
+    while True:
+        body = await get_json(client, path)
+        oldest += [w["id"] for w in body["items"]]
+        if body["continue"] is None:
+            break
+        path = f"/api/v1/workloads?namespace=team-a&limit=5&order=oldest&continue={body['continue']}"
+    assert oldest == sorted(seen)
     everything = await get_json(client, "/api/v1/workloads")
     assert len(everything["items"]) == 15 and everything["continue"] is None
     exact = await get_json(client, "/api/v1/workloads?namespace=team-b&limit=3")
@@ -706,7 +715,8 @@ async def test_list_workloads_filters(client: Client) -> None:
         ("state=running", ("state:", "Pending, Placing")),
         ("namespace=Team_A", ("namespace:", "Kubernetes name")),
         ("cluster=", ("cluster:",)),
-        ("color=blue", ("unknown query parameter 'color'", "state, cluster, queue, namespace, limit, continue")),
+        ("color=blue", ("unknown query parameter 'color'", "state, cluster, queue, namespace, order, limit")),
+        ("order=random", ("order:", "newest", "oldest")),
         ("continue=bm90LWEtdG9rZW4", ("continue: not a token this API issued",)),
         ("continue=%24%24%24", ("continue: not a token",)),
     ],
@@ -722,6 +732,11 @@ async def test_a_continue_token_is_bound_to_its_filters(client: Client) -> None:
         await get_json(client, f"/api/v1/workloads?namespace=team-b&limit=2&continue={token}", 400), 400
     )
     assert "other filters" in message
+    # The order is part of what a token means: a cursor taken newest-first cannot go on oldest-first.
+    message = assert_error(
+        await get_json(client, f"/api/v1/workloads?namespace=team-a&limit=2&order=oldest&continue={token}", 400), 400
+    )
+    assert "other filters" in message and "order" in message
     # The page size may change between pages.
     more = await get_json(client, f"/api/v1/workloads?namespace=team-a&limit=20&continue={token}")
     assert len(more["items"]) == 10

@@ -11,6 +11,7 @@ those flavors and no preemption; ``Preempt``: admitted after preempting; ``NoFit
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,6 +226,18 @@ async def _eventually(probe: Any, what: str, timeout: float = 30.0) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+async def _into_next_second() -> None:
+    """Let the next admission fall in a later second than this one.
+
+    Kueue orders preemption candidates by their QuotaReserved time, which the API keeps to the second; two workloads
+    admitted within one second tie there, and Kueue's in-memory cache may still order them by the sub-second time
+    it assumed, which no client can read. A real cluster cannot predict that either, so the scenarios keep their
+    admissions a second apart (CI once saw Kueue preempt the later of two same-second workloads, the model the other
+    by UID)."""
+    now = time.time()
+    await asyncio.sleep(math.floor(now) + 1.05 - now)
+
+
 async def _setup(client: ClusterClient, sc: Scenario) -> None:
     ns = f"diff-{sc.name}"
     await _create(client, NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
@@ -367,6 +380,8 @@ async def _run(client: ClusterClient, sc: Scenario) -> tuple[list[Outcome], dict
                 outcome = await _eventually(settled, f"{sc.name} step {i} settled")
             outcome.predicted = predicted
             outcomes.append(outcome)
+            if outcome.admitted:
+                await _into_next_second()
         final: dict[str, dict[str, str]] = {}
         for w in (await client.list(WORKLOADS, ns)).get("items") or []:
             if _true(w, "QuotaReserved"):

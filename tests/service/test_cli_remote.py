@@ -46,12 +46,15 @@ async def test_status_workloads_and_cluster_commands(rig: Rig, tmp_path: Path) -
         code, out, err = await _cli("cluster", "cordon", "worker-1", "--api", api, "--token", "s3cret-admin-token")
         assert code == 0, err
         assert rig.dispatcher.capacities["worker-1"].cordoned
+        assert out.strip() == "worker-1: cordon done; now Ready, cordoned", out
         code, out, err = await _cli("cluster", "drain", "worker-1", "--running", "--api", api, "--token",
                                     "s3cret-admin-token")  # fmt: skip
         assert code == 0, err
+        assert out.strip() == "worker-1: drain done; now Ready, cordoned; 0 workload(s) moved (running ones too)"
         code, out, err = await _cli("cluster", "uncordon", "worker-1", "--api", api, "--token", "s3cret-admin-token")
         assert code == 0, err
         assert not rig.dispatcher.capacities["worker-1"].cordoned
+        assert out.strip() == "worker-1: uncordon done; now Ready, not cordoned", out
 
         code, out, err = await _cli("status", "--api", "http://127.0.0.1:9", "--token", "x")
         assert code == 2 and "cannot reach" in err and "Traceback" not in err

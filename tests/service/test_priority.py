@@ -43,6 +43,7 @@ async def test_a_priority_class_change_on_the_manager_job_reaches_the_copy_and_i
             return None
 
         await eventually(reprioritised, timeout=15, what="the worker's Workload at priority 1000")
+
         async def recorded() -> Any:
             row = await r.row("team-a", "reprioritised")
             return row if row is not None and row.priority == 1000 and row.priority_class == "high" else None

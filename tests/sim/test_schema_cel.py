@@ -257,7 +257,7 @@ def test_blocking_schema_errors_skip_cel() -> None:
     body["spec"]["suspend"] = "yes"
     causes = _causes(_invalid(rj, body))
     assert [c[0] for c in causes] == ["spec.suspend", "<nil>"]
-    assert causes[1][2].startswith('Invalid value: null: some validation rules were not checked')
+    assert causes[1][2].startswith("Invalid value: null: some validation rules were not checked")
 
 
 def test_rule_options() -> None:

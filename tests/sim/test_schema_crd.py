@@ -16,7 +16,7 @@ from dispatcher.sim.schema import KindSchema, Schemas
 
 QUOTA = "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"
 NOT_CHECKED = (
-    'Invalid value: null: some validation rules were not checked because the object was invalid; '
+    "Invalid value: null: some validation rules were not checked because the object was invalid; "
     "correct the existing errors to complete validation"
 )
 

@@ -178,3 +178,41 @@ async def test_a_takeover_ends_a_frozen_replica_mid_statement_and_spares_other_s
         frozen.terminate()
         await bystander.close()
         await engine.dispose()
+
+
+async def test_purge_finished_deletes_only_old_finished_and_cleaned_records_in_batches(repo: Repo) -> None:
+    from datetime import timedelta
+
+    now = utcnow()
+    old, recent = now - timedelta(days=8), now - timedelta(hours=1)
+    rows = await repo.add_workloads([_new(i) for i in range(8)])
+    accepted = await repo.begin_placements([_intent(r.id, 1, "worker-1") for r in rows])
+    assert len(accepted) == 8
+    # (state, finished_at, cleaned_at) per workload; only the first three may go.
+    shapes = [
+        (WorkloadState.SUCCEEDED, old, old),
+        (WorkloadState.FAILED, old, old),
+        (WorkloadState.CANCELLED, old, recent),
+        (WorkloadState.SUCCEEDED, recent, recent),  # finished recently
+        (WorkloadState.SUCCEEDED, old, None),  # its copy is not cleaned yet
+        (WorkloadState.RUNNING, old, None),  # not finished (a stale finished_at must not matter)
+        (WorkloadState.PENDING, None, None),
+        (WorkloadState.FAILED, None, old),  # no finish time: kept
+    ]
+    async with repo.sessions.begin() as s:
+        for row, (state, finished, cleaned) in zip(rows, shapes, strict=True):
+            w = await s.get(Workload, row.id)
+            assert w is not None
+            w.state, w.finished_at, w.cleaned_at = state, finished, cleaned
+            s.add(AuditEvent(workload_id=row.id, type="Note", message=f"event of {row.name}"))
+    cutoff = now - timedelta(days=7)
+    assert await repo.purge_finished(cutoff, batch=2) == 2
+    assert await repo.purge_finished(cutoff, batch=2) == 1
+    assert await repo.purge_finished(cutoff, batch=2) == 0
+    async with repo.sessions() as s:
+        left = sorted((await s.scalars(select(Workload.name))).all())
+        placements = set((await s.scalars(select(Placement.workload_id))).all())
+        events = set((await s.scalars(select(AuditEvent.workload_id))).all())
+    kept = {r.id for r in rows[3:]}
+    assert left == sorted(r.name for r in rows[3:])
+    assert placements == kept and kept <= events and not events & {r.id for r in rows[:3]}

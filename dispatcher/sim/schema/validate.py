@@ -1355,7 +1355,7 @@ def apply_crd(
             causes.append(
                 Cause(
                     "<nil>",
-                    'Invalid value: null: some validation rules were not checked because the object was invalid; '
+                    "Invalid value: null: some validation rules were not checked because the object was invalid; "
                     "correct the existing errors to complete validation",
                     "FieldValueInvalid",
                 )
