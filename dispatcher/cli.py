@@ -10,7 +10,7 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -408,12 +408,33 @@ def _print(args: argparse.Namespace, body: object, table: str) -> None:
     print(json.dumps(body, indent=2) if args.json else table)
 
 
+def _watching(args: argparse.Namespace, once: Callable[[], None]) -> int:
+    """Run ``once``; with ``--watch``, again every ``--interval`` seconds (the screen cleared between, on a
+    terminal) until interrupted, as ``kubectl get -w`` / ``watch`` users expect."""
+    import time as _time
+
+    if not getattr(args, "watch", False):
+        once()
+        return 0
+    try:
+        while True:
+            if sys.stdout.isatty() and not args.json:
+                print("\033[H\033[2J", end="")
+            once()
+            sys.stdout.flush()
+            _time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
     from .remote import clusters_table
 
-    body = _remote(args, "GET", "/api/v1/clusters")
-    _print(args, body, clusters_table(body))
-    return 0
+    def once() -> None:
+        body = _remote(args, "GET", "/api/v1/clusters")
+        _print(args, body, clusters_table(body))
+
+    return _watching(args, once)
 
 
 def _cmd_workloads(args: argparse.Namespace) -> int:
@@ -433,8 +454,23 @@ def _cmd_workloads(args: argparse.Namespace) -> int:
         )
         if v
     }
-    body = _remote(args, "GET", "/api/v1/workloads?" + urlencode(query))
-    _print(args, body, workloads_table(body))
+
+    def once() -> None:
+        body = _remote(args, "GET", "/api/v1/workloads?" + urlencode(query))
+        _print(args, body, workloads_table(body))
+
+    return _watching(args, once)
+
+
+def _cmd_control(args: argparse.Namespace) -> int:
+    """stop / resume / cancel one workload through the API (admin token)."""
+    namespace, _, name = args.workload.rpartition("/")
+    namespace = namespace or args.namespace
+    if not name or "/" in namespace:
+        raise UsageError(f"{args.action}: name the workload as NAMESPACE/NAME or NAME -n NAMESPACE")
+    body = _remote(args, "POST", f"/api/v1/workloads/{namespace}/{name}/{args.action}")
+    answer = dict(body) if isinstance(body, dict) else {}
+    _print(args, body, f"{answer.get('message', '')} (now {answer.get('state', '?')})")
     return 0
 
 
@@ -599,16 +635,36 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--token", help="bearer token (default: $DISPATCHER_API_TOKEN)")
         p.add_argument("--json", action="store_true", help="print the API's JSON")
 
+    def watch_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("-w", "--watch", action="store_true", help="refresh until interrupted")
+        p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (default 2)")
+
     status = sub.add_parser("status", help="worker clusters of a running dispatcher: health, in-flight, latency")
     api_args(status)
+    watch_args(status)
     status.set_defaults(func=_cmd_status)
-    wls = sub.add_parser("workloads", help="workloads of a running dispatcher")
+    wls = sub.add_parser(
+        "workloads", help="workloads of a running dispatcher (per worker: --cluster, per queue: --queue)"
+    )
     api_args(wls)
-    for flag in ("state", "cluster", "namespace", "queue"):
-        wls.add_argument(f"--{flag}")
+    watch_args(wls)
+    wls.add_argument("--state")
+    wls.add_argument("--cluster", help="only those on this worker")
+    wls.add_argument("-n", "--namespace")
+    wls.add_argument("--queue", help="only those of this LocalQueue")
     wls.add_argument("--order", choices=["newest", "oldest"], default="newest", help="default: newest first")
     wls.add_argument("--limit", type=int, default=100)
     wls.set_defaults(func=_cmd_workloads)
+    for action, what in (
+        ("stop", "stop a workload (as kueuectl stop workload): its copy is deleted, it waits until resumed"),
+        ("resume", "resume a stopped workload: it may be placed again"),
+        ("cancel", "cancel a workload for good: its copy is deleted; the manager object stays, marked Cancelled"),
+    ):
+        ctl = sub.add_parser(action, help=what)
+        api_args(ctl)
+        ctl.add_argument("workload", help="NAMESPACE/NAME (or NAME with -n)")
+        ctl.add_argument("-n", "--namespace", default="default")
+        ctl.set_defaults(func=_cmd_control, action=action)
     cl = sub.add_parser("cluster", help="workers and operator controls: list, cordon, uncordon, drain")
     cl.add_argument("action", choices=["list", "cordon", "uncordon", "drain"])
     cl.add_argument("name", nargs="?", help="worker cluster name (not for list)")

@@ -20,9 +20,10 @@ The faults:
 
 The report: ``detection_seconds`` (fault to Lost), ``replacement_seconds`` (Lost to every affected job
 admitted elsewhere), ``affected``, ``duplicates`` (jobs seen running on two clusters at the same instant,
-sampled every 50 ms), ``lost`` (affected jobs not running anywhere at the end), and on the worker's return
-``fenced`` (stale copies deleted there) and ``fence_seconds``. The exit code is non-zero when a duplicate or
-a loss happened. A partitioned cluster keeps running what it has, so ``partition`` shows the at-least-once
+sampled every 50 ms), ``overlap_seconds`` / ``overlap_seconds_max`` (for how long, summed over the jobs and for
+the worst one: the GPU time run twice), ``lost`` (affected jobs not running anywhere at the end), and on the
+worker's return ``fenced`` (stale copies deleted there) and ``fence_seconds``. The exit code is non-zero when a
+duplicate or a loss happened. A partitioned cluster keeps running what it has, so ``partition`` shows the at-least-once
 limit of failover (see :mod:`.failover`); against real clusters a partitioned worker cannot be looked into,
 so only the copies on workers that answer are compared.
 """
@@ -71,6 +72,8 @@ REPORT_KEYS = (
     "replacement_seconds",
     "affected",
     "duplicates",
+    "overlap_seconds",
+    "overlap_seconds_max",
     "lost",
     "fenced",
     "fence_seconds",
@@ -269,6 +272,7 @@ class CopySampler(Protocol):
     """Which workloads run where, as the clusters themselves show it."""
 
     duplicates: set[str]
+    overlap: dict[str, float]
     samples: int
 
     def sample(self) -> dict[str, set[str]]: ...
@@ -280,20 +284,32 @@ class CopySampler(Protocol):
 class _Sampler:
     """The periodic part: sample every 50 ms, remember every workload seen running on two clusters."""
 
+    #: A pause between two samples longer than this (a stalled event loop) counts only this much overlap.
+    MAX_STEP = 0.5
+
     def __init__(self) -> None:
         self.duplicates: set[str] = set()
+        #: Per workload uid, the seconds two or more of its copies were seen running at once: what a duplicate
+        #: costs (GPU time spent twice, two writers to one checkpoint), not only that it happened.
+        self.overlap: dict[str, float] = {}
         self.samples = 0
         self.hidden: str | None = None
         self._task: asyncio.Task[None] | None = None
+        self._last = 0.0
 
     def running(self) -> dict[str, set[str]]:
         raise NotImplementedError
 
     def sample(self) -> dict[str, set[str]]:
         running = self.running()
+        now = time.monotonic()
+        step = min(now - self._last, self.MAX_STEP) if self._last else 0.0
+        self._last = now
         for uid, where in running.items():
             if len(where) > 1:
                 self.duplicates.add(uid)
+                # Seen overlapping now: count the time since the previous sample (it began at most that long ago).
+                self.overlap[uid] = self.overlap.get(uid, 0.0) + step
         self.samples += 1
         return running
 
@@ -606,6 +622,8 @@ async def _drill(plan: Plan, options: DrillOptions, progress: TextIO) -> Obj:
         "replacement_seconds": round(replacement, 3) if replacement is not None else None,
         "affected": len(affected) if detection is not None else 0,
         "duplicates": len(plan.sampler.duplicates),
+        "overlap_seconds": round(sum(plan.sampler.overlap.values()), 2),
+        "overlap_seconds_max": round(max(plan.sampler.overlap.values(), default=0.0), 2),
         "lost": not_running,
         "fenced": fenced_after - fenced_before if fenced_after is not None and fenced_before is not None else None,
         "fence_seconds": round(fence_seconds, 3) if fence_seconds is not None else None,

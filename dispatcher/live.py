@@ -52,6 +52,12 @@ class Live:
     #: What was last written to the manager object (to skip identical writes).
     reported: dict[str, Any] = field(default_factory=dict)
     decision_summary: str = ""
+    #: Stopped by an operator: not placed until resumed.
+    stopped: bool = False
+    #: The last decision said no worker can ever hold it as it is (Kueue would call it inadmissible).
+    never_fits: bool = False
+    #: The worker ClusterQueue the copy was last seen in (for the metrics).
+    cluster_queue: str = ""
     _pending: PendingWorkload | None = None
 
     @property
@@ -91,6 +97,7 @@ class Live:
             finished_at=now_mono if row.state in WorkloadState.TERMINAL else 0.0,
             cleaned=row.cleaned_at is not None,
             deleted=row.deleted,
+            stopped=bool(row.stopped),
         )
 
     def pending(self) -> PendingWorkload:

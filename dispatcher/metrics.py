@@ -1,6 +1,8 @@
 """Prometheus metrics of one dispatcher, Kueue-style, under the ``kueue_dispatcher_`` prefix.
 
-Two kinds:
+Where a family means what one of Kueue's does, it has Kueue's name and labels (``kueue_admission_wait_time_seconds``
+becomes ``kueue_dispatcher_admission_wait_time_seconds``, quantities in base units: cpu in cores, memory in bytes),
+with a ``cluster`` label naming the worker; dashboards written for Kueue's families carry over. Two kinds:
 
 * **Events** the service reports as they happen, through :class:`Metrics` methods: placement outcomes
   (``placements_total{cluster,outcome}``), the time from submission to placement and from placement to the
@@ -23,11 +25,27 @@ family                                             type       labels
 ``kueue_dispatcher_failovers_total``               counter    from_cluster
 ``kueue_dispatcher_sql_errors_total``              counter
 ``kueue_dispatcher_records_deleted_total``         counter    (finished workloads purged after recordRetention)
-``kueue_dispatcher_worker_health``                 gauge      cluster, state (1 for the current state)
+``kueue_dispatcher_worker_health``                 gauge      cluster, state (1 for the current state; the
+                                                              worker's state: Ready, Suspect, Lost, ...)
 ``kueue_dispatcher_worker_cordoned``               gauge      cluster
 ``kueue_dispatcher_worker_in_flight``              gauge      cluster
 ``kueue_dispatcher_worker_api_latency_seconds``    gauge      cluster
-``kueue_dispatcher_pending_workloads``             gauge      queue
+``kueue_dispatcher_local_queue_pending_workloads`` gauge      name, namespace, status (active, inadmissible:
+                                                              a problem or a shape no worker can ever hold)
+``kueue_dispatcher_admission_wait_time_seconds``   histogram  cluster, cluster_queue, priority_class (manager
+                                                              object created -> admitted by a worker's Kueue)
+``kueue_dispatcher_local_queue_admission_wait_time_seconds``  name, namespace, priority_class (histogram)
+``kueue_dispatcher_evicted_workloads_total``       counter    cluster, cluster_queue, reason, priority_class
+                                                              (copies a worker's Kueue evicted)
+``kueue_dispatcher_preempted_workloads_total``     counter    cluster, cluster_queue, reason (InClusterQueue,
+                                                              InCohortReclamation, ...; cluster_queue is the
+                                                              preempted copy's, not the preemptor's)
+``kueue_dispatcher_cluster_queue_nominal_quota``   gauge      cluster, cohort, cluster_queue, flavor, resource
+``kueue_dispatcher_cluster_queue_borrowing_limit`` gauge      (same; absent when unlimited)
+``kueue_dispatcher_cluster_queue_lending_limit``   gauge      (same; absent when unlimited)
+``kueue_dispatcher_cluster_queue_resource_usage``  gauge      (same) admitted by the worker's Kueue
+``kueue_dispatcher_cluster_queue_resource_reservation``       (same, gauge) held by this dispatcher's
+                                                              placements not admitted yet
 ``kueue_dispatcher_workloads``                     gauge      state (open workloads held in memory)
 ``kueue_dispatcher_api_calls_total``               counter    cluster
 ``kueue_dispatcher_api_call_errors_total``         counter    cluster
@@ -66,6 +84,27 @@ WORKLOAD_STATES = ("Pending", "Placing", "Placed", "Admitted", "Running", "Succe
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 #: From a change on a worker to its write in SQL and on the manager object.
 SYNC_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+#: Kueue's buckets for wait times (``generateExponentialBuckets(16)``: 1, then 2.5 doubling to about 11 hours).
+KUEUE_WAIT_BUCKETS = (1.0, *(2.5 * 2**i for i in range(15)))
+
+#: Per-worker ClusterQueue quota families, named and labelled as Kueue's own (plus ``cluster``).
+QUOTA_LABELS = ["cluster", "cohort", "cluster_queue", "flavor", "resource"]
+QUOTA_FAMILIES = {
+    "cluster_queue_nominal_quota": "A worker ClusterQueue's nominal quota per flavor and resource (base units).",
+    "cluster_queue_borrowing_limit": "A worker ClusterQueue's borrowing limit (absent when it may borrow without "
+    "limit).",
+    "cluster_queue_lending_limit": "A worker ClusterQueue's lending limit (absent when it lends all it does not use).",
+    "cluster_queue_resource_usage": "Quota of a worker ClusterQueue its Kueue has admitted workloads for.",
+    "cluster_queue_resource_reservation": "Quota of a worker ClusterQueue this dispatcher holds for copies the "
+    "worker's Kueue has not admitted yet.",
+}
+
+
+def base_units(resource: str, value: int | float) -> float:
+    """A Kueue amount (milli-cores for cpu, whole units otherwise) in the unit Kueue's metrics use."""
+    return value / 1000 if resource == "cpu" else float(value)
+
 
 #: Above this many workloads waiting for a status sync, the lag bookkeeping starts again (a safety bound).
 _MAX_TRACKED = 200_000
@@ -122,8 +161,14 @@ class DispatcherCollector:
             labels=["cluster"],
         )
         yield GaugeMetricFamily(
-            f"{PREFIX}_pending_workloads", "Workloads waiting for a worker, per LocalQueue name.", labels=["queue"]
+            f"{PREFIX}_local_queue_pending_workloads",
+            "Workloads waiting for a worker, per LocalQueue (name, namespace) and status: active (placement will "
+            "place them when a worker can take them) or inadmissible (a problem with the object, or a shape no "
+            "worker can ever hold).",
+            labels=["name", "namespace", "status"],
         )
+        for family, text in QUOTA_FAMILIES.items():
+            yield GaugeMetricFamily(f"{PREFIX}_{family}", text, labels=QUOTA_LABELS)
         yield GaugeMetricFamily(
             f"{PREFIX}_workloads",
             "Open workloads the dispatcher holds, per state (finished ones until their retention ends).",
@@ -149,7 +194,7 @@ class DispatcherCollector:
         d = self.dispatcher
         if d is not None:
             families[f"{PREFIX}_leader"].add_metric([], 1.0 if getattr(d, "is_leader", True) else 0.0)
-            for section in (self._workers, self._workloads, self._clients):
+            for section in (self._workers, self._quotas, self._workloads, self._clients):
                 try:
                     section(d, families)
                 except Exception:  # a scrape must never fail because one section did
@@ -174,18 +219,42 @@ class DispatcherCollector:
             latency.add_metric([name], float(client.latency if client is not None else cap.latency))
 
     @staticmethod
+    def _quotas(d: Any, families: dict[str, Family]) -> None:
+        """Each worker's ClusterQueue quota as the dispatcher sees it, as Kueue reports its own (only for workers
+        whose view is current: a Lost worker's last numbers would be stale)."""
+        for name, cap in sorted((getattr(d, "capacities", {}) or {}).items()):
+            if str(cap.health) not in ("Ready", "Suspect") or not getattr(cap, "synced", True):
+                continue
+            for row in cap.quota_report():
+                spec = cap.cluster_queues.get(row["clusterQueue"])
+                labels = [name, (spec.cohort if spec is not None else None) or "", row["clusterQueue"]]
+                labels += [row["flavor"], row["resource"]]
+                res = row["resource"]
+                values = {
+                    "cluster_queue_nominal_quota": row["nominal"],
+                    "cluster_queue_borrowing_limit": row.get("borrowingLimit"),
+                    "cluster_queue_lending_limit": row.get("lendingLimit"),
+                    "cluster_queue_resource_usage": row["used"],
+                    "cluster_queue_resource_reservation": row["reserved"],
+                }
+                for family, value in values.items():
+                    if value is not None:
+                        families[f"{PREFIX}_{family}"].add_metric(labels, base_units(res, value))
+
+    @staticmethod
     def _workloads(d: Any, families: dict[str, Family]) -> None:
         live = getattr(d, "live", None)
         by_state: Tally[str] = Tally()
-        pending: Tally[str] = Tally()
+        pending: Tally[tuple[str, str, str]] = Tally()
         for w in live.by_id.values() if live is not None else ():
             by_state[w.state] += 1
-            if w.state == "Pending":
-                pending[w.queue] += 1
+            if w.state == "Pending" and not w.stopped:  # a stopped one waits for an operator, as Kueue's inactive
+                status = "inadmissible" if w.problem or w.never_fits else "active"
+                pending[(w.queue, w.namespace, status)] += 1
         for state in WORKLOAD_STATES:
             families[f"{PREFIX}_workloads"].add_metric([state], float(by_state.get(state, 0)))
-        for queue, n in sorted(pending.items()):
-            families[f"{PREFIX}_pending_workloads"].add_metric([queue], float(n))
+        for key, n in sorted(pending.items()):
+            families[f"{PREFIX}_local_queue_pending_workloads"].add_metric(list(key), float(n))
 
     @staticmethod
     def _clients(d: Any, families: dict[str, Family]) -> None:
@@ -267,6 +336,40 @@ class Metrics:
             namespace=PREFIX,
             registry=self.registry,
         )
+        self.admission_wait = Histogram(
+            "admission_wait_time_seconds",
+            "Time from the manager object's creation to a worker's Kueue admitting its copy (Kueue's "
+            "admission_wait_time_seconds, across the dispatcher), per worker and its ClusterQueue.",
+            ["cluster", "cluster_queue", "priority_class"],
+            namespace=PREFIX,
+            buckets=KUEUE_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.local_queue_admission_wait = Histogram(
+            "local_queue_admission_wait_time_seconds",
+            "Time from the manager object's creation to a worker's Kueue admitting its copy, per LocalQueue.",
+            ["name", "namespace", "priority_class"],
+            namespace=PREFIX,
+            buckets=KUEUE_WAIT_BUCKETS,
+            registry=self.registry,
+        )
+        self.evicted = Counter(
+            "evicted_workloads",
+            "Copies a worker's Kueue evicted, per worker, ClusterQueue and the Evicted condition's reason "
+            "(Preempted, PodsReadyTimeout, ClusterQueueStopped, Deactivated, ...).",
+            ["cluster", "cluster_queue", "reason", "priority_class"],
+            namespace=PREFIX,
+            registry=self.registry,
+        )
+        self.preempted = Counter(
+            "preempted_workloads",
+            "Copies a worker's Kueue preempted, per worker, the preempted copy's ClusterQueue and the Preempted "
+            "condition's reason (InClusterQueue, InCohortReclamation, InCohortFairSharing, "
+            "InCohortReclaimWhileBorrowing).",
+            ["cluster", "cluster_queue", "reason"],
+            namespace=PREFIX,
+            registry=self.registry,
+        )
         self.sql_errors = Counter(
             "sql_errors",
             "SQL statements or transactions that failed (each retry counts).",
@@ -305,6 +408,21 @@ class Metrics:
 
     def observe_submit_to_placed(self, seconds: float) -> None:
         self.submit_to_placed.observe(max(0.0, seconds))
+
+    def admitted(
+        self, cluster: str, cluster_queue: str, namespace: str, local_queue: str, priority_class: str, seconds: float
+    ) -> None:
+        """A worker's Kueue admitted a copy ``seconds`` after the manager object was created."""
+        self.admission_wait.labels(cluster, cluster_queue, priority_class).observe(max(0.0, seconds))
+        self.local_queue_admission_wait.labels(local_queue, namespace, priority_class).observe(max(0.0, seconds))
+
+    def evicted_on_worker(
+        self, cluster: str, cluster_queue: str, reason: str, priority_class: str, preempted_reason: str | None
+    ) -> None:
+        """A worker's Kueue evicted a copy (``preempted_reason``: the Preempted condition's, when it preempted)."""
+        self.evicted.labels(cluster, cluster_queue, reason, priority_class).inc()
+        if preempted_reason:
+            self.preempted.labels(cluster, cluster_queue, preempted_reason).inc()
 
     def observe_placed_to_admitted(self, seconds: float) -> None:
         self.placed_to_admitted.observe(max(0.0, seconds))

@@ -40,6 +40,7 @@ from .adapters import default_adapters
 from .adapters.base import Adapter
 from .capacity import WorkerView
 from .config import DispatcherConfig
+from .control import WorkloadControls
 from .events import EventRecorder
 from .failover import Failover, fence_until_done
 from .fencing import Deposed, Fence
@@ -181,6 +182,7 @@ class Dispatcher:
         self.queue.on_join = self._joined_blocked
         self._blocked_joins: list[tuple[int, Decision]] = []
         self.live = LiveSet()
+        self.controls = WorkloadControls(self)
         self.timers = Timers()
         self.capacities: dict[str, WorkerCapacity] = {
             w.name: WorkerCapacity(w.name, weight=w.weight, labels=w.labels, max_in_flight=w.max_in_flight)
@@ -687,7 +689,9 @@ class Dispatcher:
         await self.failover.worker_lost(name)
 
     def _record_health(self, name: str, state: str) -> None:
-        self._spawn(self._retry("record health", lambda: self.repo.update_cluster(name, health=state)))
+        machine = self.health.machines.get(name)
+        reason = machine.reason if machine is not None and machine.state == state else ""
+        self._spawn(self._retry("record health", lambda: self.repo.record_health(name, state, reason or "")))
 
     async def _recover_worker(self, name: str) -> None:
         """A Lost worker answers again: fence it (delete stale copies), then trust it."""
@@ -754,6 +758,14 @@ class Dispatcher:
 
     def wake_placement(self) -> None:
         self._wake_placement()
+
+    async def delete_copy(self, live: Live, cluster: str) -> None:
+        """Delete ``live``'s copy on ``cluster`` (retrying while the worker is unreachable)."""
+        await self._delete_remote(live, cluster, self._adapter(live))
+
+    async def control(self, action: str, namespace: str, name: str) -> dict[str, Any]:
+        """An operator's stop / resume / cancel of one workload (see :mod:`dispatcher.control`)."""
+        return await self.controls.apply(action, namespace, name)
 
     def after_terminal(self, live: Live) -> None:
         """A workload ended without its copy reporting it (e.g. WorkerLost): start its retention clock."""
@@ -891,7 +903,7 @@ class Dispatcher:
             if wl is None:
                 break
             live = self.live.by_id.get(wl.id)
-            if live is None or live.state != WorkloadState.PENDING or live.generation != wl.generation:
+            if live is None or live.state != WorkloadState.PENDING or live.generation != wl.generation or live.stopped:
                 self.queue.remove(wl.id)
                 continue
             decision = self.engine.decide(wl, workers)
@@ -974,6 +986,7 @@ class Dispatcher:
             live.decision_summary = decision.summary
             waiting.append((live.id, live.generation, decision.explanation(), decision.summary))
         blocked = decision.permanent_block
+        live.never_fits = bool(blocked)
         if blocked and self._warned.get(live.id) != blocked:
             self._warned[live.id] = blocked
             self._emit(live, "Warning", "NoWorkerCanRunIt", f"no worker can ever hold this as it is: {blocked}")
@@ -1145,6 +1158,7 @@ class Dispatcher:
         live.excluded = excluded
         live.decision_summary = ""
         live.reported.clear()
+        live.cluster_queue = ""
         if live.deleted:
             live.busy = True
             await self._cancel(live)
@@ -1268,7 +1282,10 @@ class Dispatcher:
         self._follow_priority(live, adapter, remote)
         snap = RemoteSnapshot(remote, view.workloads_by_owner.get(remote_uid or ""))
         obs = observe(adapter, snap)
+        if obs.cluster_queue:
+            live.cluster_queue = obs.cluster_queue
         evicted = condition(snap.workload, "Evicted")
+        self._count_eviction(live, snap.workload, evicted)
         if (
             evicted is not None
             and evicted.get("status") == "True"
@@ -1332,6 +1349,23 @@ class Dispatcher:
         )
         return live, t, obs.state, obs.reason, remote
 
+    def _count_eviction(self, live: Live, workload: Obj | None, evicted: Obj | None) -> None:
+        """Count an eviction by the worker's Kueue once (one Evicted condition, however often it is seen)."""
+        if evicted is None or evicted.get("status") != "True":
+            return
+        mark = (live.generation, evicted.get("lastTransitionTime"), evicted.get("reason"))
+        if live.reported.get("evicted") == mark:
+            return
+        live.reported["evicted"] = mark
+        preempted = condition(workload, "Preempted")
+        self.metrics.evicted_on_worker(
+            live.cluster or "",
+            live.cluster_queue,
+            str(evicted.get("reason") or "Evicted"),
+            live.priority_class or "",
+            str(preempted.get("reason") or "Preempted") if preempted and preempted.get("status") == "True" else None,
+        )
+
     def _follow_priority(self, live: Live, adapter: Adapter, remote: Obj) -> None:
         """The copy follows a change of the manager object's ``kueue.x-k8s.io/priority-class`` (Kueue lets it
         change on a running workload and re-prioritises the worker's Workload with it)."""
@@ -1393,6 +1427,15 @@ class Dispatcher:
             return
         old = live.state
         live.state = state
+        if ORDER.get(old, 0) < ORDER[WorkloadState.ADMITTED] <= ORDER.get(state, 0):
+            self.metrics.admitted(
+                live.cluster or "",
+                live.cluster_queue,
+                live.namespace,
+                live.queue,
+                live.priority_class or "",
+                time.time() - live.created,
+            )
         if state == WorkloadState.ADMITTED:
             self.metrics.observe_placed_to_admitted(time.monotonic() - live.placed_at)
             self._emit(live, "Normal", "Admitted", f"admitted on {live.cluster}: {message}")

@@ -148,7 +148,9 @@ async def write_manager(
     if live.status_mode != "status" or local is None:
         return
     if remote is None:
-        failed = adapter.failed_status(local, message) if state == WorkloadState.FAILED else None
+        failed = (
+            adapter.failed_status(local, message) if state in (WorkloadState.FAILED, WorkloadState.CANCELLED) else None
+        )
         if failed is not None and not live.reported.get("failed"):
             await manager.patch(res, live.namespace, live.name, {"status": failed}, subresource="status")
             live.reported["failed"] = True

@@ -13,11 +13,15 @@ route                                                      token        what
 ``GET /api/v1/clusters/{name}``                            read         + quota per ClusterQueue/flavor, HAMi vGPUs
 ``POST /api/v1/clusters/{name}/cordon`` / ``uncordon``     admin        stop / resume placing new workloads there
 ``POST /api/v1/clusters/{name}/drain?running=``            admin        cordon and move its workloads elsewhere
+``POST /api/v1/workloads/{ns}/{name}/stop|resume|cancel``  admin        an operator's controls on one workload
 ``GET /api/v1/workloads?state=&cluster=&queue=&...``       read         newest first (``order``), paged (``continue``)
 ``GET /api/v1/workloads/{namespace}/{name}``               read         one workload with its placement history
 ``GET /api/v1/workloads/{namespace}/{name}/explain``       read         the stored decision, as JSON and as text
-``GET /api/v1/events?type=&limit=``                         read         recent audit events (failovers, fencing, ...)
-``GET /``, ``/dashboard.js``, ``/dashboard.css``           none         the dashboard (its data calls need a token)
+``GET /api/v1/summary``                                    read         workloads per state per LocalQueue, namespace,
+                                                                        worker (:mod:`.overview`)
+``GET /api/v1/events?type=&workload=&cluster=&limit=``     read         recent audit events (failovers, fencing, a
+                                                                        workload's, a worker's health history)
+``GET /``, ``/dashboard.js``, ``/format.js``, ``.css``     none         the dashboard (its data calls need a token)
 =========================================================  ===========  =============================================
 
 Tokens (``Authorization: Bearer …``) are described in :mod:`.auth`. When no token is configured at all,
@@ -47,20 +51,29 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from sqlalchemy.exc import SQLAlchemyError
 
 from ..explain import render_workload
 from ..fencing import Deposed
 from ..logs import redact_text
 from ..metrics import Metrics
 from ..store.models import WorkloadState
-from . import views
+from . import controls, overview, views
 from .auth import ADMIN, ENV_VAR, TokenError, TokenStore
+from .common import (
+    DISPATCHER,
+    LIMIT,
+    METRICS,
+    TOKENS,
+    name_param,
+    query_params,
+    run_sql,
+    show_value,
+)
 from .errors import ApiError, error_response, json_response
-from .openapi import EVENT_TYPES_PATTERN, openapi_document
+from .openapi import openapi_document
 
 if TYPE_CHECKING:
     from ..service import Dispatcher
@@ -80,9 +93,6 @@ __all__ = [
 
 log = logging.getLogger("dispatcher.api")
 
-DISPATCHER: web.AppKey[Dispatcher] = web.AppKey("dispatcher")
-TOKENS: web.AppKey[TokenStore] = web.AppKey("tokens", TokenStore)
-METRICS: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
 ACTIONS: web.AppKey[set[asyncio.Future[Any]]] = web.AppKey("actions")
 
 #: The dashboard's files (``static/``): path -> (file, content type). The page holds no data; it fetches
@@ -90,6 +100,7 @@ ACTIONS: web.AppKey[set[asyncio.Future[Any]]] = web.AppKey("actions")
 DASHBOARD_FILES = {
     "/": ("index.html", "text/html"),
     "/dashboard.js": ("dashboard.js", "text/javascript"),
+    "/format.js": ("format.js", "text/javascript"),
     "/dashboard.css": ("dashboard.css", "text/css"),
 }
 STATIC_DIR = Path(__file__).resolve().parent / "static"
@@ -103,25 +114,14 @@ READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 REALM = 'Bearer realm="kueue-dispatcher"'
 DEFAULT_LISTEN = "127.0.0.1:8080"
 
-#: The readiness probe's database ping, and any API query, give up after these many seconds.
+#: The readiness probe's database ping gives up after these many seconds (an API query: SQL_TIMEOUT).
 PING_TIMEOUT = 2.0
-SQL_TIMEOUT = 10.0
 #: A cordon or drain still running after this many seconds (the database or a worker does not answer) goes on
 #: in the background; the request is answered 202.
 ACTION_TIMEOUT = 30.0
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-\[\]]{0,39}")
-_LIMIT = re.compile(r"[0-9]{1,7}")
-_EVENT_TYPES = re.compile(EVENT_TYPES_PATTERN)
-DEFAULT_EVENT_TYPES = ("FailedOver", "Fenced", "TimedOut")
-MAX_EVENTS = 200
-DEFAULT_EVENTS = 20
-
-T = TypeVar("T")
 
 #: The role of the request being handled (for the audit log line of the actions).
 _ROLE: contextvars.ContextVar[str] = contextvars.ContextVar("dispatcher_api_role", default="?")
@@ -147,38 +147,6 @@ def _local_is_loopback(request: web.Request) -> bool:
     if isinstance(sockname, (tuple, list)) and sockname:
         return is_loopback(str(sockname[0]))
     return False
-
-
-def _show(value: str, limit: int = 64) -> str:
-    """A user-supplied value, quoted and cut short, for an error message."""
-    return repr(value if len(value) <= limit else value[:limit] + "…")
-
-
-def _query(request: web.Request, allowed: tuple[str, ...]) -> dict[str, str]:
-    """The query parameters, each at most once; unknown ones are a 400 naming them (never their values)."""
-    out: dict[str, str] = {}
-    for key in request.query:
-        if key not in allowed:
-            named = f"{key!r}" if _PARAM_NAME.fullmatch(key) else "(a parameter with an unusual name)"
-            takes = f"this endpoint takes {', '.join(allowed)}" if allowed else "this endpoint takes none"
-            raise ApiError(400, f"unknown query parameter {named}; {takes}")
-        values = request.query.getall(key)
-        if len(values) > 1:
-            raise ApiError(400, f"{key}: given {len(values)} times; give it once")
-        out[key] = values[0]
-    return out
-
-
-def _name_param(what: str, value: str, *, subdomain: bool) -> str:
-    pattern, most = (_DNS_SUBDOMAIN, 253) if subdomain else (_DNS_LABEL, 63)
-    if len(value) > most or not pattern.fullmatch(value):
-        kind = "DNS subdomain" if subdomain else "DNS label"
-        raise ApiError(
-            400,
-            f"{what}: {_show(value)} is not a Kubernetes name (a {kind}: lower-case letters, digits, '-'"
-            f"{', ' + repr('.') if subdomain else ''}; at most {most} characters)",
-        )
-    return value
 
 
 def _fingerprint(filters: Mapping[str, str]) -> str:
@@ -221,24 +189,11 @@ def _redacted_traceback(exc: BaseException) -> str:
     return redact_text("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip())
 
 
-async def _sql(request: web.Request, call: Callable[[], Awaitable[T]]) -> T:
-    """Run a query; a database that fails or does not answer in time is a 503, counted as an SQL error."""
-    try:
-        async with asyncio.timeout(SQL_TIMEOUT):
-            return await call()
-    except (SQLAlchemyError, OSError) as exc:  # TimeoutError is an OSError
-        request.app[METRICS].sql_error()
-        log.warning("API query failed: the database did not answer (%s)", type(exc).__name__)
-        raise ApiError(
-            503, "the database does not answer; retry in a moment (GET /readyz tells when it is back)"
-        ) from None
-
-
 # -- middlewares ------------------------------------------------------------------------------------------
 
 
 def _http_message(request: web.Request, exc: web.HTTPException) -> str:
-    path = _show(request.path, 120)
+    path = show_value(request.path, 120)
     if exc.status == 404:
         return f"no route {request.method} {path}; the routes are listed by GET /api/v1/openapi.json"
     if exc.status == 405:
@@ -307,7 +262,7 @@ async def auth_middleware(
     if request.method not in READ_METHODS and role != ADMIN:
         raise ApiError(
             403,
-            f"{request.method} {_show(request.path, 120)} changes the dispatcher and needs an admin token; "
+            f"{request.method} {show_value(request.path, 120)} changes the dispatcher and needs an admin token; "
             "this token has the read role",
         )
     _ROLE.set(role)
@@ -368,7 +323,7 @@ async def openapi(_request: web.Request) -> web.Response:
 
 def _cluster(request: web.Request) -> str:
     d = request.app[DISPATCHER]
-    name = _name_param("name", request.match_info["name"], subdomain=False)
+    name = name_param("name", request.match_info["name"], subdomain=False)
     if name not in d.capacities:
         known = ", ".join(d.capacities) or "none"
         raise ApiError(404, f"no cluster {name!r}; the workers are: {known} (GET /api/v1/clusters)")
@@ -377,7 +332,7 @@ def _cluster(request: web.Request) -> str:
 
 async def get_policy(request: web.Request) -> web.Response:
     """The dispatcher's placement and failover settings (a drill against it reads its real lost timeout)."""
-    _query(request, ())
+    query_params(request, ())
     p = request.app[DISPATCHER].policy
     return json_response(
         {
@@ -392,27 +347,29 @@ async def get_policy(request: web.Request) -> web.Response:
 
 
 async def list_clusters(request: web.Request) -> web.Response:
-    _query(request, ())
+    query_params(request, ())
     d = request.app[DISPATCHER]
-    items = [views.cluster_summary(cap, d.clients.get(name)) for name, cap in d.capacities.items()]
+    since = await overview.health_since(request)
+    items = [views.cluster_summary(cap, d.clients.get(name), since.get(name)) for name, cap in d.capacities.items()]
     return json_response({"items": items})
 
 
 async def get_cluster(request: web.Request) -> web.Response:
-    _query(request, ())
+    query_params(request, ())
     d = request.app[DISPATCHER]
     name = _cluster(request)
-    return json_response(views.cluster_detail(d.capacities[name], d.clients.get(name)))
+    since = await overview.health_since(request)
+    return json_response(views.cluster_detail(d.capacities[name], d.clients.get(name), since.get(name)))
 
 
 async def _cluster_action(request: web.Request, action: str) -> web.Response:
     d = request.app[DISPATCHER]
-    params = _query(request, ("running",) if action == "drain" else ())
+    params = query_params(request, ("running",) if action == "drain" else ())
     name = _cluster(request)
     running = False
     if "running" in params:
         if params["running"] not in ("true", "false"):
-            raise ApiError(400, f"running: expected true or false, got {_show(params['running'])}")
+            raise ApiError(400, f"running: expected true or false, got {show_value(params['running'])}")
         running = params["running"] == "true"
     attr = "drain" if action == "drain" else "cordon"
     method = getattr(d, attr, None)
@@ -451,7 +408,8 @@ async def _cluster_action(request: web.Request, action: str) -> web.Response:
     except ValueError as exc:
         raise ApiError(409, f"cannot {action} {name}: {redact_text(str(exc))[:500]}") from None
     log.info("API: %s %s by a %s token from %s", action, name, _ROLE.get(), peer)
-    body: dict[str, Any] = {"cluster": views.cluster_summary(d.capacities[name], d.clients.get(name))}
+    since = (await overview.health_since(request)).get(name)
+    body: dict[str, Any] = {"cluster": views.cluster_summary(d.capacities[name], d.clients.get(name), since)}
     if action == "drain":
         body.update(moved=int(result), running=running)
     return json_response(body)
@@ -493,34 +451,34 @@ LIST_PARAMS = ("state", "cluster", "queue", "namespace", "order", "limit", "cont
 
 
 async def list_workloads(request: web.Request) -> web.Response:
-    params = _query(request, LIST_PARAMS)
+    params = query_params(request, LIST_PARAMS)
     filters: dict[str, str] = {}
     if "state" in params:
         if params["state"] not in WorkloadState.ALL:
             raise ApiError(
-                400, f"state: {_show(params['state'])} is not a state; use one of {', '.join(WorkloadState.ALL)}"
+                400, f"state: {show_value(params['state'])} is not a state; use one of {', '.join(WorkloadState.ALL)}"
             )
         filters["state"] = params["state"]
     if "cluster" in params:
-        filters["cluster"] = _name_param("cluster", params["cluster"], subdomain=False)
+        filters["cluster"] = name_param("cluster", params["cluster"], subdomain=False)
     if "queue" in params:
-        filters["queue"] = _name_param("queue", params["queue"], subdomain=True)
+        filters["queue"] = name_param("queue", params["queue"], subdomain=True)
     if "namespace" in params:
-        filters["namespace"] = _name_param("namespace", params["namespace"], subdomain=False)
+        filters["namespace"] = name_param("namespace", params["namespace"], subdomain=False)
     order = params.get("order", "newest")
     if order not in ("newest", "oldest"):
-        raise ApiError(400, f"order: expected newest or oldest, got {_show(order)}")
+        raise ApiError(400, f"order: expected newest or oldest, got {show_value(order)}")
     # The order is part of what a continue token belongs to (a cursor means something else the other way).
     filters["order"] = order
     limit = DEFAULT_LIMIT
     if "limit" in params:
         raw = params["limit"]
-        if not _LIMIT.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIMIT:
-            raise ApiError(400, f"limit: expected a whole number from 1 to {MAX_LIMIT}, got {_show(raw)}")
+        if not LIMIT.fullmatch(raw) or not 1 <= int(raw) <= MAX_LIMIT:
+            raise ApiError(400, f"limit: expected a whole number from 1 to {MAX_LIMIT}, got {show_value(raw)}")
         limit = int(raw)
     after = _decode_continue(params["continue"], filters) if "continue" in params else 0
     repo = request.app[DISPATCHER].repo
-    rows = await _sql(
+    rows = await run_sql(
         request,
         lambda: repo.list_workloads(
             state=filters.get("state"),
@@ -539,11 +497,11 @@ async def list_workloads(request: web.Request) -> web.Response:
 
 
 async def _workload(request: web.Request) -> Any:
-    _query(request, ())
-    namespace = _name_param("namespace", request.match_info["namespace"], subdomain=False)
-    name = _name_param("name", request.match_info["name"], subdomain=True)
+    query_params(request, ())
+    namespace = name_param("namespace", request.match_info["namespace"], subdomain=False)
+    name = name_param("name", request.match_info["name"], subdomain=True)
     repo = request.app[DISPATCHER].repo
-    wl = await _sql(request, lambda: repo.get_workload(namespace, name))
+    wl = await run_sql(request, lambda: repo.get_workload(namespace, name))
     if wl is None:
         raise ApiError(
             404, f"no workload {namespace}/{name}; list them with GET /api/v1/workloads?namespace={namespace}"
@@ -560,31 +518,7 @@ async def explain_workload(request: web.Request) -> web.Response:
     return json_response(views.explain_view(wl, render_workload(wl)))
 
 
-# -- handlers: events and the dashboard ---------------------------------------------------------------------
-
-
-async def list_events(request: web.Request) -> web.Response:
-    params = _query(request, ("type", "limit"))
-    types: tuple[str, ...] = DEFAULT_EVENT_TYPES
-    if "type" in params:
-        if not _EVENT_TYPES.fullmatch(params["type"]):
-            raise ApiError(
-                400,
-                f"type: {_show(params['type'])} is not a list of event types; give up to 20 names of letters, "
-                "comma-separated, e.g. FailedOver,Fenced,TimedOut",
-            )
-        types = tuple(dict.fromkeys(params["type"].split(",")))
-    limit = DEFAULT_EVENTS
-    if "limit" in params:
-        raw = params["limit"]
-        if not _LIMIT.fullmatch(raw) or not 1 <= int(raw) <= MAX_EVENTS:
-            raise ApiError(400, f"limit: expected a whole number from 1 to {MAX_EVENTS}, got {_show(raw)}")
-        limit = int(raw)
-    repo = request.app[DISPATCHER].repo
-    events = await _sql(request, lambda: repo.recent_events(types, limit))
-    ids = [int(e.workload_id) for e in events if e.workload_id is not None]
-    names = await _sql(request, lambda: repo.workload_names(ids))
-    return json_response({"items": [views.event_view(e, names) for e in events]})
+# -- handlers: the dashboard's files --------------------------------------------------------------------------
 
 
 @cache
@@ -593,7 +527,7 @@ def _static(name: str) -> bytes:
 
 
 async def dashboard_file(request: web.Request) -> web.Response:
-    _query(request, ())
+    query_params(request, ())
     name, content_type = DASHBOARD_FILES[request.path]
     headers = {
         "Content-Type": f"{content_type}; charset=utf-8",
@@ -636,7 +570,10 @@ def make_app(dispatcher: Dispatcher, tokens: TokenStore, *, metrics: Metrics | N
     r.add_get("/api/v1/workloads", list_workloads)
     r.add_get("/api/v1/workloads/{namespace}/{name}", get_workload)
     r.add_get("/api/v1/workloads/{namespace}/{name}/explain", explain_workload)
-    r.add_get("/api/v1/events", list_events)
+    for action in ("stop", "resume", "cancel"):
+        r.add_post(f"/api/v1/workloads/{{namespace}}/{{name}}/{action}", controls.workload_action)
+    r.add_get("/api/v1/summary", overview.get_summary)
+    r.add_get("/api/v1/events", overview.list_events)
     for path in DASHBOARD_FILES:
         r.add_get(path, dashboard_file)
     return app

@@ -25,6 +25,7 @@ REASONS = {
     500: "InternalError",
     501: "NotImplemented",
     503: "ServiceUnavailable",
+    504: "Timeout",
 }
 
 #: On every JSON answer: not cached by proxies or browsers, never sniffed as something else.

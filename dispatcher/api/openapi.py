@@ -11,318 +11,17 @@ from typing import Any
 
 from .. import __version__
 from ..store.models import WorkloadState
+from .schemas import (
+    DNS_LABEL,
+    DNS_SUBDOMAIN,
+    EVENT_TYPES_PATTERN,
+    SCHEMAS,
+    Obj,
+    _error,
+    _json,
+)
 
 __all__ = ["openapi_document"]
-
-Obj = dict[str, Any]
-
-DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-#: Event types, comma-separated (``type`` of GET /api/v1/events), without the anchors.
-EVENT_TYPES_PATTERN = "[A-Za-z]{1,32}(,[A-Za-z]{1,32}){0,19}"
-DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-
-STR: Obj = {"type": "string"}
-NSTR: Obj = {"type": "string", "nullable": True}
-INT: Obj = {"type": "integer"}
-COUNT: Obj = {"type": "integer", "minimum": 0}
-BOOL: Obj = {"type": "boolean"}
-TIME: Obj = {"type": "string", "format": "date-time"}
-NTIME: Obj = {"type": "string", "format": "date-time", "nullable": True}
-STRING_MAP: Obj = {"type": "object", "additionalProperties": {"type": "string"}}
-
-
-def _ref(name: str) -> Obj:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _obj(properties: Obj, description: str | None = None, *, nullable: bool = False) -> Obj:
-    out: Obj = {"type": "object", "required": list(properties), "properties": properties, "additionalProperties": False}
-    if description:
-        out["description"] = description
-    if nullable:
-        out["nullable"] = True
-    return out
-
-
-def _json(schema: str, description: str) -> Obj:
-    return {"description": description, "content": {"application/json": {"schema": _ref(schema)}}}
-
-
-def _error(description: str) -> Obj:
-    return _json("Error", description)
-
-
-CLUSTER_SUMMARY: Obj = {
-    "name": STR,
-    "health": {**STR, "description": "Unknown, Ready, Suspect, Lost, Recovering or NotReady"},
-    "reason": {
-        **NSTR,
-        "description": "why a NotReady worker refuses the dispatcher (Unauthorized, or Forbidden and what)",
-    },
-    "cordoned": {**BOOL, "description": "a cordoned worker takes no new workloads"},
-    "weight": {"type": "number", "minimum": 0},
-    "labels": STRING_MAP,
-    "synced": {**BOOL, "description": "the worker's informers have listed everything once"},
-    "inFlight": {**COUNT, "description": "placements the worker's Kueue has not admitted yet"},
-    "maxInFlight": COUNT,
-    "latencySeconds": {"type": "number", "minimum": 0, "description": "recent latency of the worker's API server"},
-    "apiCalls": COUNT,
-    "apiErrors": COUNT,
-    "hamiGpus": {**BOOL, "description": "the worker has nodes with usable HAMi GPUs"},
-}
-
-GPU_COUNTS: Obj = {
-    "gpus": COUNT,
-    "healthyGpus": COUNT,
-    "vgpuSlots": COUNT,
-    "vgpuSlotsUsed": COUNT,
-    "memoryTotalMiB": COUNT,
-    "memoryUsedMiB": COUNT,
-    "memoryFreeMiB": COUNT,
-    "coresTotal": COUNT,
-    "coresUsed": COUNT,
-}
-
-AMOUNTS = ("nominal", "used", "reserved", "free")
-
-QUOTA_ROW: Obj = _obj(
-    {
-        "clusterQueue": STR,
-        "flavor": STR,
-        "resource": STR,
-        "nominal": {**INT, "description": "Kueue units: milli-cores for cpu, bytes for memory, else whole units"},
-        "used": {**INT, "description": "admitted by the worker's Kueue"},
-        "reserved": {**INT, "description": "held for our placements the worker has not admitted yet"},
-        "free": {**INT, "description": "what a new workload can still get (cohort borrowing included)"},
-        "quantities": _obj(dict.fromkeys(AMOUNTS, STR), "the same amounts as Kubernetes quantities"),
-    }
-)
-
-VGPU: Obj = _obj(
-    {
-        "total": _obj({"nodes": COUNT, **GPU_COUNTS, "reservations": COUNT}),
-        "byType": {"type": "array", "items": _obj({"type": STR, **GPU_COUNTS})},
-        "unusableNodes": {**STRING_MAP, "description": "nodes HAMi does not use, and why"},
-    },
-    "HAMi's view of the worker's GPUs (reservations for placements not admitted yet included); null without GPUs",
-    nullable=True,
-)
-
-CLUSTER_DETAIL: Obj = {
-    **CLUSTER_SUMMARY,
-    "capacity": _obj(
-        {
-            "quota": {"type": "array", "items": QUOTA_ROW},
-            "localQueues": {
-                "type": "array",
-                "items": _obj({"namespace": STR, "name": STR, "clusterQueue": STR}),
-            },
-            "nodes": _obj({"total": COUNT, "schedulable": COUNT}),
-            "pendingOnWorker": {
-                "type": "object",
-                "additionalProperties": COUNT,
-                "description": "workloads waiting in the worker's own Kueue, per ClusterQueue",
-            },
-        }
-    ),
-    "vgpu": VGPU,
-}
-
-WORKLOAD_SUMMARY: Obj = {
-    "id": INT,
-    "uid": {**STR, "description": "the manager object's uid"},
-    "namespace": STR,
-    "name": STR,
-    "kind": STR,
-    "apiVersion": STR,
-    "queue": {**STR, "description": "the LocalQueue name (kueue.x-k8s.io/queue-name)"},
-    "priority": INT,
-    "priorityClass": NSTR,
-    "state": {"type": "string", "enum": list(WorkloadState.ALL)},
-    "cluster": {**NSTR, "description": "the worker it is placed on"},
-    "generation": {**INT, "description": "raised each time a placement is abandoned"},
-    "reason": NSTR,
-    "problem": {**NSTR, "description": "what no worker can honour in the object itself; it waits until fixed"},
-    "deleted": BOOL,
-    "createdAt": NTIME,
-    "submittedAt": TIME,
-    "placedAt": NTIME,
-    "admittedAt": NTIME,
-    "startedAt": NTIME,
-    "finishedAt": NTIME,
-    "updatedAt": TIME,
-}
-
-PLACEMENT: Obj = _obj(
-    {
-        "id": INT,
-        "generation": INT,
-        "cluster": STR,
-        "strategy": STR,
-        "score": {"type": "number", "nullable": True},
-        "state": STR,
-        "outcome": NSTR,
-        "remoteUid": NSTR,
-        "summary": {**NSTR, "description": "the decision's one-line why"},
-        "createdAt": TIME,
-        "mirroredAt": NTIME,
-        "admittedAt": NTIME,
-        "finishedAt": NTIME,
-        "endedAt": NTIME,
-    }
-)
-
-WORKLOAD_DETAIL: Obj = {
-    **WORKLOAD_SUMMARY,
-    "objectGeneration": INT,
-    "statusMode": {**STR, "description": "status (spec.managedBy) or annotations (suspended Job)"},
-    "noFailover": BOOL,
-    "clusterSelector": {**STRING_MAP, "nullable": True},
-    "excluded": {"type": "array", "items": STR, "description": "workers not to try again"},
-    "podSets": {"type": "array", "items": {"type": "object"}},
-    "placementId": {"type": "integer", "nullable": True},
-    "decisionSummary": NSTR,
-    "remoteStatus": {"type": "object", "nullable": True, "description": "the worker's Job status when it finished"},
-    "cleanedAt": NTIME,
-    "placements": {"type": "array", "items": _ref("Placement"), "description": "every attempt, oldest first"},
-}
-
-DECISION: Obj = {
-    "type": "object",
-    "description": "Every worker's verdict at decision time, as stored in SQL (dispatcher explain prints it).",
-    "properties": {
-        "strategy": STR,
-        "mode": {**STR, "description": "binpack or spread"},
-        "at": {"type": "number", "description": "Unix time of the decision"},
-        "chosen": NSTR,
-        "score": {"type": "number", "nullable": True},
-        "summary": STR,
-        "workers": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "cluster": STR,
-                    "feasible": BOOL,
-                    "score": {"type": "number"},
-                    "terms": {"type": "object", "additionalProperties": {"type": "number"}},
-                    "clusterQueue": NSTR,
-                    "reason": STR,
-                },
-            },
-        },
-    },
-}
-
-SCHEMAS: Obj = {
-    "Error": _obj(
-        {
-            "error": _obj(
-                {
-                    "code": {"type": "integer", "minimum": 400, "maximum": 599},
-                    "reason": {**STR, "description": "BadRequest, Unauthorized, Forbidden, NotFound, ..."},
-                    "message": {**STR, "description": "what went wrong and what to do"},
-                }
-            )
-        }
-    ),
-    "Health": _obj({"status": {"type": "string", "enum": ["ok"]}}),
-    "Ready": _obj(
-        {
-            "status": {"type": "string", "enum": ["ready", "not ready"]},
-            "reason": NSTR,
-            "checks": _obj(
-                {
-                    "started": BOOL,
-                    "database": {"type": "string", "enum": ["ok", "unreachable"]},
-                    "manager": {
-                        "type": "string",
-                        "enum": ["ok", "refused"],
-                        "description": "refused: the manager answers the dispatcher's informers with 401/403",
-                    },
-                }
-            ),
-            "leader": {**BOOL, "description": "this replica leads (always true without leader election)"},
-            "leaderIdentity": {**NSTR, "description": "the Lease's holder as this replica saw it (HA only)"},
-        }
-    ),
-    "ClusterSummary": _obj(CLUSTER_SUMMARY),
-    "ClusterList": _obj({"items": {"type": "array", "items": _ref("ClusterSummary")}}),
-    "Policy": _obj(
-        {
-            "mode": {"type": "string", "enum": ["binpack", "spread"]},
-            "strategy": {"type": "string", "enum": ["scored", "allAtOnce", "incremental"]},
-            "admissionTimeoutSeconds": {"type": "number", "minimum": 0},
-            "lostTimeoutSeconds": {"type": "number", "minimum": 0},
-            "suspectAfterSeconds": {"type": "number", "minimum": 0},
-            "finishedRetentionSeconds": {"type": "number", "minimum": 0},
-        }
-    ),
-    "ClusterDetail": _obj(CLUSTER_DETAIL),
-    "CordonResult": _obj({"cluster": _ref("ClusterSummary")}),
-    "ActionPending": _obj(
-        {
-            "cluster": _ref("ClusterSummary"),
-            "message": {**STR, "description": "what is still running, and how to see when it took effect"},
-        }
-    ),
-    "DrainResult": _obj(
-        {
-            "cluster": _ref("ClusterSummary"),
-            "moved": {**COUNT, "description": "workloads being moved to other workers"},
-            "running": {**BOOL, "description": "whether running workloads were moved too"},
-        }
-    ),
-    "WorkloadSummary": _obj(WORKLOAD_SUMMARY),
-    "WorkloadList": _obj(
-        {
-            "items": {"type": "array", "items": _ref("WorkloadSummary")},
-            "continue": {**NSTR, "description": "pass as ?continue= for the next page; null on the last page"},
-        }
-    ),
-    "Placement": PLACEMENT,
-    "Event": _obj(
-        {
-            "id": INT,
-            "at": TIME,
-            "type": {**STR, "description": "FailedOver, Fenced, TimedOut, Drained, Rejected, Placed, ..."},
-            "cluster": {**NSTR, "description": "the worker it happened on"},
-            "workloadId": {"type": "integer", "nullable": True},
-            "workload": {**NSTR, "description": "namespace/name of the workload, while it is stored"},
-            "message": STR,
-        }
-    ),
-    "EventList": _obj({"items": {"type": "array", "items": _ref("Event"), "description": "newest first"}}),
-    "WorkloadDetail": _obj(WORKLOAD_DETAIL),
-    "Decision": DECISION,
-    "Explanation": _obj(
-        {
-            "namespace": STR,
-            "name": STR,
-            "state": {"type": "string", "enum": list(WorkloadState.ALL)},
-            "cluster": NSTR,
-            "generation": INT,
-            "reason": NSTR,
-            "problem": NSTR,
-            "decision": {**DECISION, "nullable": True},
-            "placements": {
-                "type": "array",
-                "items": _obj(
-                    {
-                        "id": INT,
-                        "generation": INT,
-                        "cluster": STR,
-                        "score": {"type": "number", "nullable": True},
-                        "state": STR,
-                        "outcome": NSTR,
-                        "decision": _ref("Decision"),
-                    }
-                ),
-            },
-            "text": {**STR, "description": "the same, as `dispatcher explain` prints it"},
-        }
-    ),
-}
 
 
 def _path_param(name: str, description: str, *, subdomain: bool) -> Obj:
@@ -394,6 +93,30 @@ _WORKLOAD_PARAMS = [
     {"$ref": "#/components/parameters/WorkloadName"},
 ]
 _READ_ERRORS = {"400": E400, "401": E401, "500": E500}
+
+
+def _workload_action(op_id: str, summary: str) -> Obj:
+    return {
+        "post": _op(
+            op_id,
+            summary,
+            _json("WorkloadControlResult", "done, or already so"),
+            errors={
+                "400": E400,
+                "401": E401,
+                "403": E403,
+                "404": _error("no such workload"),
+                "409": _error("it has finished, or it changed or stayed busy meanwhile; the message says why"),
+                "500": E500,
+                "501": _error("this dispatcher version cannot do it yet"),
+                "503": _error("a standby replica changes nothing"),
+                "504": _error("still deleting the copy after 45 s (a slow worker); goes on"),
+            },
+            tags=["workloads"],
+        ),
+        "parameters": _WORKLOAD_PARAMS,
+    }
+
 
 PATHS: Obj = {
     "/healthz": {
@@ -482,6 +205,17 @@ PATHS: Obj = {
         "DrainResult",
         params=[_query_param("running", "also move running workloads (default false)", {"type": "boolean"})],
     ),
+    "/api/v1/workloads/{namespace}/{name}/stop": _workload_action(
+        "stopWorkload",
+        "Stop the workload (kueuectl stop workload): its copy is deleted and it is not placed until resumed",
+    ),
+    "/api/v1/workloads/{namespace}/{name}/resume": _workload_action(
+        "resumeWorkload", "Resume a stopped workload: it may be placed again"
+    ),
+    "/api/v1/workloads/{namespace}/{name}/cancel": _workload_action(
+        "cancelWorkload",
+        "Cancel the workload for good (its copy is deleted; the manager object stays, marked Cancelled)",
+    ),
     "/api/v1/workloads": {
         "get": _op(
             "listWorkloads",
@@ -563,12 +297,23 @@ PATHS.update(
                 "listEvents",
                 "Recent audit events of the given types (failovers, fencing, timeouts, ...), newest first",
                 _json("EventList", "the events"),
-                errors={**_READ_ERRORS, "503": E503},
+                errors={**_READ_ERRORS, "404": _error("no such workload"), "503": E503},
                 params=[
                     _query_param(
                         "type",
-                        "event types, comma-separated (default FailedOver,Fenced,TimedOut)",
+                        "event types, comma-separated (default FailedOver,Fenced,TimedOut; with workload or "
+                        "cluster: every type)",
                         {"type": "string", "pattern": f"^{EVENT_TYPES_PATTERN}$"},
+                    ),
+                    _query_param(
+                        "workload",
+                        "only this workload's events: NAMESPACE/NAME (the newest workload of that name)",
+                        {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
+                    ),
+                    _query_param(
+                        "cluster",
+                        "only those on this worker (type=WorkerHealth: its health history)",
+                        {"type": "string", "minLength": 1, "maxLength": 63, "pattern": DNS_LABEL},
                     ),
                     _query_param(
                         "limit", "at most this many (default 20)", {"type": "integer", "minimum": 1, "maximum": 200}
@@ -577,10 +322,22 @@ PATHS.update(
                 tags=["events"],
             )
         },
+        "/api/v1/summary": {
+            "get": _op(
+                "getSummary",
+                "How many workloads are in each state, per LocalQueue, per namespace and per worker",
+                _json("Summary", "the counts"),
+                errors={**_READ_ERRORS, "503": E503},
+                tags=["workloads"],
+            )
+        },
         "/": _dashboard_file(
             "dashboard", "The dashboard: workers, workloads, recent failovers (no token)", "text/html"
         ),
         "/dashboard.js": _dashboard_file("dashboardScript", "The dashboard's script", "text/javascript"),
+        "/format.js": _dashboard_file(
+            "dashboardFormat", "The dashboard's DOM and unit formatting (an ES module)", "text/javascript"
+        ),
         "/dashboard.css": _dashboard_file("dashboardStyle", "The dashboard's style sheet", "text/css"),
     }
 )
@@ -593,7 +350,7 @@ DOCUMENT: Obj = {
         "description": (
             "Workers, workloads and placement decisions of a kueue-dispatcher. Every route under /api/v1 needs "
             "'Authorization: Bearer TOKEN' (a read token for GET, an admin token for POST); /healthz, /readyz, "
-            "/metrics and the dashboard's files (/, /dashboard.js, /dashboard.css) need none. "
+            "/metrics and the dashboard's files (/, /dashboard.js, /format.js, /dashboard.css) need none. "
             'Errors are {"error": {"code", "reason", "message"}}.'
         ),
     },

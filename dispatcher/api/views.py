@@ -2,7 +2,8 @@
 
 Names are camelCase as in Kubernetes; times are RFC 3339 in UTC (``2025-06-01T12:00:00.123456Z``) or null;
 quota amounts are Kueue's integer units (cpu in milli-cores, memory in bytes) with the quantity strings
-beside them. Nothing here reads a worker's credentials: a worker's kubeconfig never reaches the API.
+beside them; a worker whose numbers are not current says so (``capacityKnown``). Nothing here reads a
+worker's credentials: a worker's kubeconfig never reaches the API.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from ..placement.worker import WorkerCapacity
 from ..store.models import AuditEvent, Placement, Workload
 
 __all__ = [
+    "CAPACITY_KNOWN_HEALTH",
+    "capacity_known",
     "cluster_detail",
     "cluster_summary",
     "event_view",
@@ -47,12 +50,25 @@ def _number(value: float | None) -> float | None:
 # -- workers ---------------------------------------------------------------------------------------------
 
 
-def cluster_summary(cap: WorkerCapacity, client: Any = None) -> Obj:
+#: Healths in which the worker's watches are live, so its quota and GPU numbers are current. Otherwise (Lost,
+#: NotReady: refusing our credentials, Unknown, Recovering while it is fenced) they are the last ones seen, and
+#: a dashboard that drew them would show free quota nobody can use.
+CAPACITY_KNOWN_HEALTH = frozenset({"Ready", "Suspect"})
+
+
+def capacity_known(cap: WorkerCapacity) -> bool:
+    """Whether the worker's capacity numbers are current: listed once, and its health lets the watches run."""
+    return bool(cap.synced) and str(cap.health) in CAPACITY_KNOWN_HEALTH
+
+
+def cluster_summary(cap: WorkerCapacity, client: Any = None, health_since: datetime | None = None) -> Obj:
     latency = client.latency if client is not None else cap.latency
     return {
         "name": cap.name,
         "health": str(cap.health),
+        "healthSince": time_view(health_since),
         "reason": str(cap.health_reason) or None,
+        "capacityKnown": capacity_known(cap),
         "cordoned": bool(cap.cordoned),
         "weight": float(cap.weight),
         "labels": {str(k): str(v) for k, v in cap.labels.items()},
@@ -106,23 +122,33 @@ def gpu_view(gpu: Any) -> Obj | None:
     }
 
 
-def cluster_detail(cap: WorkerCapacity, client: Any = None) -> Obj:
+def _limit(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def cluster_detail(cap: WorkerCapacity, client: Any = None, health_since: datetime | None = None) -> Obj:
     quota = []
     for row in cap.quota_report():
         res = str(row["resource"])
-        amounts = {k: int(row[k]) for k in ("nominal", "used", "reserved", "free")}
+        cq = str(row["clusterQueue"])
+        spec = cap.cluster_queues.get(cq)
+        # used + reserved beyond nominal comes from the Cohort: "8 / 8 + 4 borrowed", never "12 / 8".
+        amounts = {k: int(row.get(k) or 0) for k in ("nominal", "used", "reserved", "free", "borrowed")}
         quota.append(
             {
-                "clusterQueue": str(row["clusterQueue"]),
+                "clusterQueue": cq,
+                "cohort": spec.cohort if spec is not None else None,
                 "flavor": str(row["flavor"]),
                 "resource": res,
                 **amounts,
+                "borrowingLimit": _limit(row.get("borrowingLimit")),
+                "lendingLimit": _limit(row.get("lendingLimit")),
                 "quantities": {k: format_amount(res, v) for k, v in amounts.items()},
             }
         )
     schedulable = sum(1 for n in cap.nodes.values() if not n.unschedulable)
     return {
-        **cluster_summary(cap, client),
+        **cluster_summary(cap, client, health_since),
         "capacity": {
             "quota": quota,
             "localQueues": [

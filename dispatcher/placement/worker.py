@@ -438,7 +438,8 @@ class WorkerCapacity:
     # -- reports --------------------------------------------------------------------------------------
 
     def quota_report(self) -> list[dict[str, Any]]:
-        """Per ClusterQueue and flavor: nominal / used / reserved / free (for the API and the CLI)."""
+        """Per ClusterQueue and flavor: nominal / used / reserved / free / borrowed and the limits (for the API, the
+        CLI and the metrics)."""
         reserved: dict[tuple[str, str, str], int] = {}
         for r in self.reservations.values():
             for (flavor, res), v in r.usage.items():
@@ -456,6 +457,10 @@ class WorkerCapacity:
                         "used": rep.used - held,
                         "reserved": held,
                         "free": rep.available,
+                        # Beyond nominal, from the Cohort (what Kueue's status calls borrowed); limits None: none.
+                        "borrowed": rep.borrowed,
+                        "borrowingLimit": rep.borrowing_limit,
+                        "lendingLimit": rep.lending_limit,
                     }
                 )
         return out

@@ -23,6 +23,7 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    false,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -170,6 +171,8 @@ class Workload(Base):
     last_decision: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     remote_status: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     deleted: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: Stopped by an operator (``dispatcher stop``, as ``kueuectl stop workload``): never placed until resumed.
+    stopped: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     submitted_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     placed_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
@@ -218,7 +221,10 @@ class AuditEvent(Base):
     """What happened, when and why: the trail behind ``dispatcher explain`` and the API."""
 
     __tablename__ = "events"
-    __table_args__ = (Index("ix_events_workload_id_at", "workload_id", "at"),)
+    __table_args__ = (
+        Index("ix_events_workload_id_at", "workload_id", "at"),
+        Index("ix_events_cluster_at", "cluster", "at"),  # a worker's history (dashboard, events?cluster=)
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)

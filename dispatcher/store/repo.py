@@ -23,7 +23,15 @@ from sqlalchemy.sql.dml import Update
 from ..fencing import Deposed, Fence
 from .models import AuditEvent, Cluster, Leadership, Placement, PlacementState, Workload, WorkloadState, utcnow
 
-__all__ = ["REPLICA_APPLICATION_NAME", "NewWorkload", "PlacementIntent", "RaceIntent", "Repo", "Transition"]
+__all__ = [
+    "REPLICA_APPLICATION_NAME",
+    "NewWorkload",
+    "PlacementIntent",
+    "RaceIntent",
+    "Repo",
+    "Transition",
+    "WorkloadCounts",
+]
 
 log = logging.getLogger("dispatcher.store")
 
@@ -99,6 +107,23 @@ class RaceIntent:
     decision: dict[str, Any]
     #: Set when recorded: placement id per cluster.
     placement_ids: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class WorkloadCounts:
+    """Workloads per state, per LocalQueue ``(namespace, queue)`` and per worker (only states with any)."""
+
+    queues: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    clusters: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def namespaces(self) -> dict[str, dict[str, int]]:
+        """Per namespace: the sum over its LocalQueues."""
+        out: dict[str, dict[str, int]] = {}
+        for (namespace, _queue), states in sorted(self.queues.items()):
+            into = out.setdefault(namespace, {})
+            for state, n in states.items():
+                into[state] = into.get(state, 0) + n
+        return out
 
 
 @dataclass
@@ -233,6 +258,21 @@ class Repo:
     async def update_cluster(self, name: str, **values: Any) -> None:
         async with self.sessions.begin() as s:
             await s.execute(update(Cluster).where(Cluster.name == name).values(**values, updated_at=utcnow()))
+
+    async def record_health(self, name: str, health: str, reason: str = "") -> bool:
+        """Store a worker's health; when it changed, also when (``health_since``) and a ``WorkerHealth`` event
+        (``"Ready -> Suspect: …"``), the worker's health history. Idempotent: the same health again writes nothing."""
+        now = utcnow()
+        async with self.sessions.begin() as s:
+            old = await s.scalar(select(Cluster.health).where(Cluster.name == name))
+            if old == health:
+                return False
+            await s.execute(
+                update(Cluster).where(Cluster.name == name).values(health=health, health_since=now, updated_at=now)
+            )
+            message = f"{old or 'Unknown'} -> {health}" + (f": {reason}" if reason else "")
+            s.add(AuditEvent(at=now, cluster=name, type="WorkerHealth", message=message[:2000]))
+            return True
 
     async def clusters(self) -> list[Cluster]:
         async with self.sessions() as s:
@@ -380,17 +420,53 @@ class Repo:
             rows = await s.execute(select(Workload.state, func.count()).group_by(Workload.state))
             return {state: int(n) for state, n in rows.all()}
 
+    async def workload_counts(self) -> WorkloadCounts:
+        """How many workloads are in each state per LocalQueue (namespace, queue name) and per worker, counted by
+        the database (GROUP BY), so the dashboard's summary stays exact and cheap however many records there are
+        (a listing would page through them all). Per namespace is the sum of its queues."""
+        by_queue = (
+            select(Workload.namespace, Workload.queue, Workload.state, func.count())
+            .group_by(Workload.namespace, Workload.queue, Workload.state)
+            .order_by(Workload.namespace, Workload.queue)
+        )
+        by_cluster = (
+            select(Workload.cluster, Workload.state, func.count())
+            .where(Workload.cluster.is_not(None))
+            .group_by(Workload.cluster, Workload.state)
+            .order_by(Workload.cluster)
+        )
+        counts = WorkloadCounts()
+        async with self.sessions() as s:
+            for namespace, queue, state, n in (await s.execute(by_queue)).all():
+                counts.queues.setdefault((str(namespace), str(queue)), {})[str(state)] = int(n)
+            for cluster, state, n in (await s.execute(by_cluster)).all():
+                counts.clusters.setdefault(str(cluster), {})[str(state)] = int(n)
+        return counts
+
     async def events_for(self, workload_id: int, limit: int = 200) -> list[AuditEvent]:
         async with self.sessions() as s:
             stmt = select(AuditEvent).where(AuditEvent.workload_id == workload_id).order_by(AuditEvent.id).limit(limit)
             return list((await s.scalars(stmt)).all())
 
-    async def recent_events(self, types: Sequence[str], limit: int = 50) -> list[AuditEvent]:
+    async def recent_events(
+        self,
+        types: Sequence[str] | None,
+        limit: int = 50,
+        *,
+        workload_id: int | None = None,
+        cluster: str | None = None,
+    ) -> list[AuditEvent]:
+        """The newest events, newest first: of these ``types`` (None: every type), optionally only one workload's
+        (the API's workload page) or one worker's (its health history: ``WorkerHealth`` with ``cluster``)."""
+        stmt = select(AuditEvent)
+        if types is not None:
+            stmt = stmt.where(AuditEvent.type.in_(list(types)))
+        if workload_id is not None:
+            stmt = stmt.where(AuditEvent.workload_id == workload_id)
+        if cluster is not None:
+            stmt = stmt.where(AuditEvent.cluster == cluster)
         async with self.sessions() as s:
-            stmt = (
-                select(AuditEvent).where(AuditEvent.type.in_(list(types))).order_by(AuditEvent.id.desc()).limit(limit)
-            )
-            return list((await s.scalars(stmt)).all())
+            return list((await s.scalars(stmt.order_by(AuditEvent.id.desc()).limit(limit))).all())
 
     async def last_decisions(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         """The last decision of each of these workloads (the column :meth:`load_open` leaves unloaded)."""
@@ -758,6 +834,7 @@ async def _claim_pending(s: AsyncSession, keys: Sequence[tuple[int, int]], now: 
                 tuple_(Workload.id, Workload.generation).in_(list(keys[start : start + 500])),
                 Workload.state == WorkloadState.PENDING,
                 Workload.deleted.is_(False),
+                Workload.stopped.is_(False),
             )
             .values(state=WorkloadState.PLACING, reason=None, updated_at=now, **values)
             .returning(Workload.id)

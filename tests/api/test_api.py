@@ -37,7 +37,7 @@ from dispatcher.api import (
     start_api,
 )
 from dispatcher.config import DispatcherConfig, KubeconfigRef, Policy, WorkerConfig
-from dispatcher.health import HealthMonitor
+from dispatcher.health import HealthMachine, HealthMonitor
 from dispatcher.live import Live, LiveSet
 from dispatcher.metrics import Metrics, Outcome
 from dispatcher.placement.gpu import WorkerGpus, sync_worker
@@ -167,6 +167,28 @@ def worker(name: str, *, gpu: bool = False, health: str = "Ready") -> WorkerCapa
     return cap
 
 
+def admitted(name: str, cluster_queue: str, cpu: str, memory: str) -> dict[str, Any]:
+    """A Workload the worker's Kueue admitted: its usage counts against ``cluster_queue`` (flavor default)."""
+    usage = {"cpu": cpu, "memory": memory}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "team-a",
+            "ownerReferences": [{"uid": f"job-{name}", "controller": True}],
+        },
+        "spec": {"queueName": "user-queue"},
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True"}],
+            "admission": {
+                "clusterQueue": cluster_queue,
+                "podSetAssignments": [
+                    {"name": "main", "flavors": dict.fromkeys(usage, "default"), "resourceUsage": usage, "count": 1}
+                ],
+            },
+        },
+    }
+
+
 class FakeClient:
     """What the API and the metrics read of a ClusterClient."""
 
@@ -220,6 +242,20 @@ class ActingDispatcher(FakeDispatcher):
         self.calls.append(("drain", name, running))
         self.capacities[name].cordoned = True
         return 4 if running else 2
+
+    async def control(self, action: str, namespace: str, name: str) -> dict[str, Any]:
+        """As :meth:`Dispatcher.control` answers, from the stored rows (the real one is tested end to end)."""
+        from dispatcher.control import ControlError
+
+        row = await self.repo.get_workload(namespace, name)
+        if row is None:
+            raise ControlError(404, f"no workload {namespace}/{name}; list them with dispatcher workloads")
+        if row.state in WorkloadState.TERMINAL:
+            raise ControlError(409, f"{namespace}/{name} has finished ({row.state})")
+        self.calls.append((action, f"{namespace}/{name}", True))
+        state = WorkloadState.CANCELLED if action == "cancel" else WorkloadState.PENDING
+        return {"workload": f"{namespace}/{name}", "state": state, "stopped": action == "stop", "changed": True,
+                "message": f"{namespace}/{name} {action}ped"}  # fmt: skip
 
 
 def new_workload(i: int, namespace: str, queue: str = "user-queue") -> NewWorkload:
@@ -403,6 +439,10 @@ async def test_metrics_are_open_parse_and_carry_every_family(client: Client, wor
     m.observe_status_sync_lag(0.02)
     m.failover("worker-2")
     m.sql_error()
+    m.admitted("worker-1", "cluster-queue", "team-a", "user-queue", "high", 3.0)
+    m.admitted("worker-1", "cluster-queue", "team-a", "user-queue", "high", 4000.0)
+    m.evicted_on_worker("worker-1", "cluster-queue", "Preempted", "", "InCohortReclamation")
+    m.evicted_on_worker("worker-1", "cluster-queue", "PodsReadyTimeout", "", None)
     resp = await client.get("/metrics")
     assert resp.status == 200
     assert resp.headers["Content-Type"].startswith("text/plain")
@@ -414,7 +454,14 @@ async def test_metrics_are_open_parse_and_carry_every_family(client: Client, wor
         "kueue_dispatcher_status_sync_lag_seconds": "histogram",
         "kueue_dispatcher_failovers": "counter",
         "kueue_dispatcher_worker_health": "gauge",
-        "kueue_dispatcher_pending_workloads": "gauge",
+        "kueue_dispatcher_local_queue_pending_workloads": "gauge",
+        "kueue_dispatcher_admission_wait_time_seconds": "histogram",
+        "kueue_dispatcher_local_queue_admission_wait_time_seconds": "histogram",
+        "kueue_dispatcher_evicted_workloads": "counter",
+        "kueue_dispatcher_preempted_workloads": "counter",
+        "kueue_dispatcher_cluster_queue_nominal_quota": "gauge",
+        "kueue_dispatcher_cluster_queue_resource_usage": "gauge",
+        "kueue_dispatcher_cluster_queue_resource_reservation": "gauge",
         "kueue_dispatcher_sql_errors": "counter",
         "kueue_dispatcher_api_call_errors": "counter",
         "kueue_dispatcher_workloads": "gauge",
@@ -447,8 +494,30 @@ async def test_metrics_are_open_parse_and_carry_every_family(client: Client, wor
     assert value(P + "api_call_errors", P + "api_call_errors_total", cluster="worker-2") == 17
     assert value(P + "worker_in_flight", P + "worker_in_flight", cluster="worker-1") == 1
     # From the live set: 12 + 3 workloads, two of them taken off Pending (train-1 running, train-2 placing).
-    assert value(P + "pending_workloads", P + "pending_workloads", queue="user-queue") == 10
-    assert value(P + "pending_workloads", P + "pending_workloads", queue="other-queue") == 3
+    lq = P + "local_queue_pending_workloads"
+    assert value(lq, lq, name="user-queue", namespace="team-a", status="active") == 10
+    assert value(lq, lq, name="other-queue", namespace="team-b", status="active") == 3
+    # Kueue's names, labels and buckets (1, 2.5, 5, ...): a Kueue dashboard reads these as it reads Kueue's.
+    wait = P + "admission_wait_time_seconds"
+    labels = {"cluster": "worker-1", "cluster_queue": "cluster-queue", "priority_class": "high"}
+    assert value(wait, wait + "_count", **labels) == 2
+    assert value(wait, wait + "_bucket", le="2.5", **labels) == 0
+    assert value(wait, wait + "_bucket", le="5.0", **labels) == 1
+    lq_wait = P + "local_queue_admission_wait_time_seconds"
+    assert value(lq_wait, lq_wait + "_count", name="user-queue", namespace="team-a", priority_class="high") == 2
+    evicted = P + "evicted_workloads"
+    assert value(evicted, evicted + "_total", cluster="worker-1", reason="Preempted") == 1
+    assert value(evicted, evicted + "_total", cluster="worker-1", reason="PodsReadyTimeout") == 1
+    preempted = P + "preempted_workloads"
+    assert value(preempted, preempted + "_total", cluster="worker-1", reason="InCohortReclamation") == 1
+    assert len(families[preempted].samples) == 1, "an eviction that was not a preemption is not counted as one"
+    # Each worker's ClusterQueue quota, in Kueue's base units (cores, bytes), with our reservation apart.
+    q = {"cluster": "worker-1", "cohort": "org", "cluster_queue": "cq-a", "flavor": "default"}
+    nominal = P + "cluster_queue_nominal_quota"
+    assert value(nominal, nominal, resource="cpu", **q) == 8.0
+    assert value(nominal, nominal, resource="memory", **q) == 32 * 2**30
+    reservation = P + "cluster_queue_resource_reservation"
+    assert value(reservation, reservation, resource="cpu", **q) == 1.5
     assert value(P + "workloads", P + "workloads", state="Running") == 1
     assert value(P + "workloads", P + "workloads", state="Placing") == 1
     assert value(P + "workloads", P + "workloads", state="Succeeded") == 0
@@ -496,7 +565,9 @@ async def test_list_clusters(client: Client) -> None:
     assert w1 == {
         "name": "worker-1",
         "health": "Ready",
+        "healthSince": None,  # no health change recorded in this world
         "reason": None,
+        "capacityKnown": True,
         "cordoned": False,
         "weight": 1.0,
         "labels": {"zone": "zone-1"},
@@ -541,6 +612,54 @@ async def test_get_cluster_has_quota_per_queue_and_flavor_and_vgpus(client: Clie
     plain = await get_json(client, "/api/v1/clusters/worker-1")
     assert_schema(plain, "ClusterDetail")
     assert plain["vgpu"] is None
+
+
+async def test_borrowed_quota_is_reported_apart_from_nominal(client: Client, world: World) -> None:
+    # cq-a (8 cores) shares cohort org with cq-b (4 cores): 10.5 cores admitted + 1.5 reserved is 12, 4 borrowed.
+    world.dispatcher.capacities["worker-1"].workload_event("ADDED", admitted("big", "cq-a", "10500m", "16Gi"))
+    body = await get_json(client, "/api/v1/clusters/worker-1")
+    assert_schema(body, "ClusterDetail")
+    quota = {(r["clusterQueue"], r["resource"]): r for r in body["capacity"]["quota"]}
+    cpu = quota[("cq-a", "cpu")]
+    assert (cpu["nominal"], cpu["used"], cpu["reserved"], cpu["borrowed"]) == (8000, 10500, 1500, 4000)
+    assert cpu["cohort"] == "org" and cpu["quantities"]["borrowed"] == "4" and cpu["free"] == 0
+    assert cpu["borrowingLimit"] is None and cpu["lendingLimit"] is None  # no limits in these ClusterQueues
+    assert quota[("cq-a", "memory")]["borrowed"] == 0  # 18 GiB of 32
+    assert quota[("cq-b", "cpu")]["borrowed"] == 0
+
+
+async def test_a_worker_whose_numbers_are_not_current_says_so_and_since_when(client: Client, world: World) -> None:
+    d = world.dispatcher
+    await d.repo.ensure_clusters(d.capacities)
+    await d.repo.record_health("worker-2", "Ready")
+    before = time.time()
+    await d.repo.record_health("worker-2", "Lost")
+    d.capacities["worker-2"].health = "Lost"
+    items = {c["name"]: c for c in (await get_json(client, "/api/v1/clusters"))["items"]}
+    lost = items["worker-2"]
+    assert lost["capacityKnown"] is False and before - 1 <= datetime.fromisoformat(lost["healthSince"]).timestamp()
+    assert items["worker-1"]["capacityKnown"] is True and items["worker-1"]["healthSince"] is None  # never recorded
+    detail = await get_json(client, "/api/v1/clusters/worker-2")
+    assert_schema(detail, "ClusterDetail")
+    assert detail["capacityKnown"] is False and detail["healthSince"] == lost["healthSince"]
+    assert detail["capacity"]["quota"], "the last numbers stay available to the API; capacityKnown says what they are"
+    # SQL does not say (yet): the health monitor's monotonic clock does.
+    d.capacities["worker-1"].health = "NotReady"
+    d.health.machines["worker-1"] = HealthMachine(1.0, 3.0, state="NotReady", since=time.monotonic() - 30)
+    w1 = await get_json(client, "/api/v1/clusters/worker-1")
+    assert w1["capacityKnown"] is False
+    assert abs(datetime.fromisoformat(w1["healthSince"]).timestamp() - (time.time() - 30)) < 5
+    # Ready, but its queues were never listed: nothing to show either.
+    d.capacities["worker-3"].synced = False
+    assert (await get_json(client, "/api/v1/clusters/worker-3"))["capacityKnown"] is False
+    # A database that does not answer does not hide the workers: only the times from SQL are missing.
+    (world.tmp / "gone").mkdir()
+    broken = make_engine(f"sqlite+aiosqlite:///{world.tmp / 'gone' / 'db.sqlite'}")
+    (world.tmp / "gone").rmdir()
+    world.engines.append(broken)
+    d.repo = Repo(broken)
+    items = {c["name"]: c for c in (await get_json(client, "/api/v1/clusters"))["items"]}
+    assert items["worker-2"]["healthSince"] is None and items["worker-1"]["healthSince"] is not None
 
 
 async def test_unknown_and_malformed_clusters(client: Client) -> None:
@@ -589,6 +708,25 @@ async def test_cordon_uncordon_drain(client: Client, world: World) -> None:
     resp = await client.post("/api/v1/clusters/worker-1/cordon", headers=ADMIN)
     assert_error(await resp.json(), 409, "cannot cordon worker-1: worker-1 is being drained already")
     assert len(d.calls) == 4
+
+
+async def test_workload_controls_need_an_admin_token_and_name_the_workload(client: Client, world: World) -> None:
+    d = world.dispatcher
+    assert isinstance(d, ActingDispatcher)
+    resp = await client.post("/api/v1/workloads/team-a/train-0/stop", headers=ADMIN)
+    body = await resp.json()
+    assert resp.status == 200, body
+    assert_schema(body, "WorkloadControlResult")
+    assert body["stopped"] is True and body["workload"] == "team-a/train-0"
+    resp = await client.post("/api/v1/workloads/team-a/train-0/resume", headers=READ)
+    assert_error(await resp.json(), 403)
+    resp = await client.post("/api/v1/workloads/team-a/nothing/cancel", headers=ADMIN)
+    assert_error(await resp.json(), 404, "no workload team-a/nothing")
+    resp = await client.post("/api/v1/workloads/Team_A/x/cancel", headers=ADMIN)
+    assert_error(await resp.json(), 400, "namespace")
+    resp = await client.post("/api/v1/workloads/team-a/train-0/pause", headers=ADMIN)
+    assert resp.status in (404, 405), "only stop, resume and cancel exist"
+    assert d.calls == [("stop", "team-a/train-0", True)]
 
 
 async def test_a_slow_action_is_answered_202_and_goes_on(
@@ -788,6 +926,77 @@ async def test_explain(client: Client) -> None:
     assert waiting["decision"] is None and "No decision yet" in waiting["text"]
 
 
+async def test_summary_counts_workloads_per_queue_namespace_and_worker(client: Client, world: World) -> None:
+    body = await get_json(client, "/api/v1/summary")
+    assert_schema(body, "Summary")
+    zero = dict.fromkeys(WorkloadState.ALL, 0)
+    team_a = {**zero, "Pending": 10, "Placing": 1, "Running": 1}
+    assert body["total"] == {**zero, "Pending": 13, "Placing": 1, "Running": 1}
+    assert body["queues"] == [
+        {"namespace": "team-a", "queue": "user-queue", "counts": team_a, "total": 12},
+        {"namespace": "team-b", "queue": "other-queue", "counts": {**zero, "Pending": 3}, "total": 3},
+    ]
+    assert body["namespaces"] == [
+        {"namespace": "team-a", "counts": team_a, "total": 12},
+        {"namespace": "team-b", "counts": {**zero, "Pending": 3}, "total": 3},
+    ]
+    assert body["clusters"] == [
+        {"cluster": "worker-1", "counts": {**zero, "Running": 1}, "total": 1},
+        {"cluster": "worker-3", "counts": {**zero, "Placing": 1}, "total": 1},
+    ]
+    # Each count is what the filtered listing the dashboard links it to returns.
+    for q in body["queues"]:
+        for state, n in q["counts"].items():
+            listed = await get_json(
+                client, f"/api/v1/workloads?namespace={q['namespace']}&queue={q['queue']}&state={state}&limit=1000"
+            )
+            assert len(listed["items"]) == n, (q["queue"], state)
+    assert_error(await get_json(client, "/api/v1/summary?namespace=team-a", 400), 400, "'namespace'", "takes none")
+    (world.tmp / "gone").mkdir()
+    broken = make_engine(f"sqlite+aiosqlite:///{world.tmp / 'gone' / 'db.sqlite'}")
+    (world.tmp / "gone").rmdir()
+    world.engines.append(broken)
+    world.dispatcher.repo = Repo(broken)
+    assert_error(await get_json(client, "/api/v1/summary", 503), 503, "database does not answer")
+
+
+async def test_events_of_one_workload_and_of_one_worker(client: Client, world: World) -> None:
+    repo = world.dispatcher.repo
+    await repo.ensure_clusters(["worker-1", "worker-2"])
+    await repo.record_health("worker-2", "Ready")
+    await repo.record_health("worker-2", "NotReady", "Unauthorized: the API server refused the credentials")
+    await repo.record_health("worker-1", "Ready")
+    # A worker's health history, newest first.
+    body = await get_json(client, "/api/v1/events?cluster=worker-2&type=WorkerHealth")
+    assert_schema(body, "EventList")
+    assert [(e["cluster"], e["message"]) for e in body["items"]] == [
+        ("worker-2", "Ready -> NotReady: Unauthorized: the API server refused the credentials"),
+        ("worker-2", "Unknown -> Ready"),
+    ]
+    # A workload's story: every type when no type is given, newest first.
+    body = await get_json(client, "/api/v1/events?workload=team-a/train-1")
+    assert_schema(body, "EventList")
+    assert [(e["type"], e["cluster"], e["workload"]) for e in body["items"]] == [
+        ("Placing", "worker-1", "team-a/train-1"),
+        ("Placing", "worker-2", "team-a/train-1"),
+        ("Submitted", None, "team-a/train-1"),
+    ]
+    body = await get_json(client, "/api/v1/events?workload=team-a/train-1&cluster=worker-2")
+    assert [e["type"] for e in body["items"]] == ["Placing"]
+    body = await get_json(client, "/api/v1/events?workload=team-a/train-1&type=Submitted,Placed&limit=5")
+    assert [e["type"] for e in body["items"]] == ["Submitted"]
+    # Without a workload or a worker, the failover list's types, as before: no health changes, no Placing.
+    assert (await get_json(client, "/api/v1/events"))["items"] == []
+    for query, status, words in (
+        ("workload=team-a", 400, ("workload:", "NAMESPACE/NAME")),
+        ("workload=Team-A/train-1", 400, ("workload: the namespace", "Kubernetes name")),
+        ("workload=team-a/", 400, ("workload: the name",)),
+        ("workload=team-a/nope", 404, ("no workload team-a/nope", "namespace=team-a")),
+        ("cluster=Worker_2", 400, ("cluster:", "Kubernetes name")),
+    ):
+        assert_error(await get_json(client, f"/api/v1/events?{query}", status), status, *words)
+
+
 # -- authentication and authorisation -------------------------------------------------------------------------
 
 
@@ -801,6 +1010,8 @@ ROUTES = [
     ("GET", "/api/v1/workloads"),
     ("GET", "/api/v1/workloads/team-a/train-1"),
     ("GET", "/api/v1/workloads/team-a/train-1/explain"),
+    ("GET", "/api/v1/summary"),
+    ("GET", "/api/v1/events?workload=team-a/train-1"),
 ]
 
 

@@ -81,3 +81,31 @@ async def test_explain_through_the_api_needs_no_database_file(rig: Rig, tmp_path
         assert code == 2 and "401" in err and "Traceback" not in err
     finally:
         await runner.cleanup()
+
+
+async def test_workloads_watch_refreshes_until_interrupted(rig: Rig, tmp_path: Path) -> None:
+    """Issue 16, item 13: ``--watch`` (kubectl's ``-w``) prints the list again and again; Ctrl-C ends it cleanly."""
+    import signal
+
+    runner = await start_api(rig.dispatcher, listen="127.0.0.1:0", environ={})
+    try:
+        host, port = bound_address(runner)
+        await rig.submit(job("watched", seconds=1))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "dispatcher", "workloads", "--api", f"http://{host}:{port}", "-w", "--interval",
+            "0.2", "--queue", "user-queue", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        headers = 0
+        seen = ""
+        while headers < 3:
+            line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+            assert line, "the watch ended by itself"
+            seen += line
+            headers += line.startswith("WORKLOAD")
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 20)
+        assert proc.returncode == 0 and "Traceback" not in err.decode()
+        assert "team-a/watched" in seen
+    finally:
+        await runner.cleanup()

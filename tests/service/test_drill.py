@@ -21,6 +21,7 @@ async def test_down_drill_fails_over_every_job_without_duplicates_or_losses() ->
     report = json.loads(out.getvalue())
     assert code == 0, report
     assert report["affected"] > 0 and report["duplicates"] == 0 and report["lost"] == 0
+    assert report["overlap_seconds"] == 0 and report["overlap_seconds_max"] == 0
     assert report["detection_seconds"] > 0 and report["replacement_seconds"] is not None
     assert report["fenced"] == report["affected"], "every stale copy is deleted when the worker returns"
     assert "re-placed off" in err.getvalue()  # the progress bar
@@ -34,6 +35,8 @@ async def test_partition_drill_reports_the_at_least_once_limit_honestly() -> Non
     assert report["affected"] > 0 and report["lost"] == 0
     assert report["duplicates"] == report["affected"] and code == 1
     assert "no-failover" in report["note"]
+    # How long they overlapped, not only that they did: every duplicate ran twice for a measurable time.
+    assert report["overlap_seconds"] > 0 and 0 < report["overlap_seconds_max"] <= report["overlap_seconds"]
 
 
 async def test_drill_cli_prints_the_json_report_keys() -> None:

@@ -51,5 +51,19 @@ async def test_a_copy_preempted_on_its_worker_is_placed_again_with_the_eviction_
             return any(e.get("reason") == "Evicted" and "Preempted" in e.get("message", "") for e in items)
 
         await eventually(warned, what="an Evicted Warning naming the preemption on the manager Job")
+        # Counted as Kueue counts it, under Kueue's names: evicted (Preempted) and preempted (within the CQ).
+        sample = r.dispatcher.metrics.registry.get_sample_value
+        cq = {"cluster": "worker-1", "cluster_queue": "team-a"}
+        evicted = sample(
+            "kueue_dispatcher_evicted_workloads_total", {**cq, "reason": "Preempted", "priority_class": "low"}
+        )
+        assert evicted == 1, evicted
+        preempted = sample("kueue_dispatcher_preempted_workloads_total", {**cq, "reason": "InClusterQueue"})
+        assert preempted == 1, preempted
+        waits = sample(
+            "kueue_dispatcher_admission_wait_time_seconds_count",
+            {"cluster": "worker-1", "cluster_queue": "team-a", "priority_class": "low"},
+        )
+        assert waits == 1, waits
     finally:
         await stop_rig(r)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
@@ -9,7 +10,7 @@ from sqlalchemy import func, select
 
 from dispatcher.store.engine import make_engine
 from dispatcher.store.migrate import upgrade
-from dispatcher.store.models import AuditEvent, Placement, PlacementState, Workload, WorkloadState, utcnow
+from dispatcher.store.models import AuditEvent, Cluster, Placement, PlacementState, Workload, WorkloadState, utcnow
 from dispatcher.store.repo import NewWorkload, PlacementIntent, Repo
 
 
@@ -216,3 +217,64 @@ async def test_purge_finished_deletes_only_old_finished_and_cleaned_records_in_b
     kept = {r.id for r in rows[3:]}
     assert left == sorted(r.name for r in rows[3:])
     assert placements == kept and kept <= events and not events & {r.id for r in rows[:3]}
+
+
+async def test_record_health_keeps_a_history_of_changes_only(repo: Repo) -> None:
+    await repo.ensure_clusters(["worker-1"])
+    assert await repo.record_health("worker-1", "Ready")
+    assert not await repo.record_health("worker-1", "Ready"), "the same health twice is one change"
+    assert await repo.record_health("worker-1", "NotReady", "Unauthorized: the worker refused the credentials")
+    async with repo.sessions() as s:
+        messages = list(
+            await s.scalars(select(AuditEvent.message).where(AuditEvent.type == "WorkerHealth").order_by(AuditEvent.id))
+        )
+        (cluster,) = (await s.scalars(select(Cluster))).all()
+    assert messages == ["Unknown -> Ready", "Ready -> NotReady: Unauthorized: the worker refused the credentials"]
+    assert cluster.health == "NotReady" and cluster.health_since is not None
+
+
+async def test_workload_counts_group_by_queue_namespace_and_worker(repo: Repo) -> None:
+    batch = [_new(i) for i in range(5)]
+    batch += [dataclasses.replace(_new(10 + i), namespace="team-b", queue="gpu-queue") for i in range(3)]
+    batch.append(dataclasses.replace(_new(20), namespace="team-b", queue="user-queue"))
+    rows = await repo.add_workloads(batch)
+    a0, a1, b0 = rows[0].id, rows[1].id, rows[5].id
+    placed = await repo.begin_placements(
+        [_intent(a0, 1, "worker-1"), _intent(a1, 1, "worker-2"), _intent(b0, 1, "worker-1")]
+    )
+    assert len(placed) == 3
+    _, failed = await repo.fail_over(
+        "worker-2",
+        [],
+        [(a1, 1, placed[1].placement_id)],
+        from_states=[WorkloadState.PLACING],
+        move_reason="moved",
+        fail_reason="worker-2 was lost and the workload may not fail over",
+    )
+    assert failed == {a1}
+    counts = await repo.workload_counts()
+    assert counts.queues == {
+        ("team-a", "user-queue"): {"Pending": 3, "Placing": 1, "Failed": 1},
+        ("team-b", "gpu-queue"): {"Pending": 2, "Placing": 1},
+        ("team-b", "user-queue"): {"Pending": 1},
+    }
+    assert counts.namespaces() == {
+        "team-a": {"Pending": 3, "Placing": 1, "Failed": 1},
+        "team-b": {"Pending": 3, "Placing": 1},
+    }
+    assert counts.clusters == {"worker-1": {"Placing": 2}, "worker-2": {"Failed": 1}}
+
+
+async def test_recent_events_filter_by_type_workload_and_worker(repo: Repo) -> None:
+    await repo.ensure_clusters(["worker-1", "worker-2"])
+    (w,) = await repo.add_workloads([_new(0)])
+    await repo.begin_placements([_intent(w.id, 1, "worker-1")])
+    await repo.record_health("worker-1", "Ready")
+    await repo.record_health("worker-2", "Ready")
+    await repo.record_health("worker-2", "Lost")
+    assert [e.type for e in await repo.recent_events(None, workload_id=w.id)] == ["Placing", "Submitted"]
+    history = await repo.recent_events(["WorkerHealth"], cluster="worker-2")
+    assert [e.message for e in history] == ["Ready -> Lost", "Unknown -> Ready"]
+    assert [e.type for e in await repo.recent_events(None, cluster="worker-1")] == ["WorkerHealth", "Placing"]
+    assert [e.type for e in await repo.recent_events(["Placing"], 5, workload_id=w.id, cluster="worker-2")] == []
+    assert len(await repo.recent_events(None, 2)) == 2
