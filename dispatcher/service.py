@@ -58,6 +58,7 @@ from .placement.gpu import HamiFitter
 from .placement.queue import PendingQueue
 from .placement.worker import WorkerCapacity
 from .race import Races
+from .report import ManagerReports
 from .store.models import PlacementState, Workload, WorkloadState, utcnow
 from .store.repo import PlacementIntent, RaceIntent, Repo, Transition
 from .sync import ORDER, PLACEMENT_STATE, RemoteSnapshot, condition, is_true, observe, write_manager
@@ -211,6 +212,7 @@ class Dispatcher:
         self._dirty_event = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._steps: set[asyncio.Task[None]] = set()
+        self.reports = self._new_reports()
         self._priority_informer: Informer | None = None
         self._warned: dict[int, str] = {}
         self._resume_placing: list[Live] = []
@@ -438,6 +440,9 @@ class Dispatcher:
         if self.intake is not None:
             self.intake.deactivate()
 
+    def _new_reports(self) -> ManagerReports:
+        return ManagerReports(self._report, tasks=self._steps, on_written=lambda wid: self.metrics.sync_finished([wid]))
+
     def _reset(self) -> None:
         """Forget what the leader held in memory; the next term rebuilds it from SQL."""
         for cap in self.capacities.values():
@@ -449,6 +454,7 @@ class Dispatcher:
         self.live = LiveSet()
         self.timers = Timers()
         self.batcher = TransitionBatcher(self.repo, self._retry)
+        self.reports = self._new_reports()
         self.gc = GarbageCollector(self)
         self.races = Races(self)
         self._dirty = set()
@@ -1203,8 +1209,9 @@ class Dispatcher:
             self._dirty_event.clear()
             batch, self._dirty = self._dirty, set()
             try:
-                await self._sync_batch(batch)
-                self.metrics.sync_finished(batch)
+                reporting = await self._sync_batch(batch)
+                # Those with a manager write queued count as synced once it is written (see ManagerReports).
+                self.metrics.sync_finished(batch - reporting)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -1213,51 +1220,51 @@ class Dispatcher:
                 await asyncio.sleep(1.0)
                 self._dirty_event.set()
 
-    async def _sync_batch(self, ids: set[int]) -> None:
+    async def _sync_batch(self, ids: set[int]) -> set[int]:
+        """Observe, record in SQL (one transaction), and queue the manager writes (never awaited here: a slow
+        manager write holds back no other workload). Returns the ids whose manager write was queued."""
         transitions: list[tuple[Live, Transition, str, str, Obj | None]] = []
-        finals: list[Awaitable[None]] = []
+        reporting: set[int] = set()
         for wid in ids:
             live = self.live.by_id.get(wid)
             if live is None or live.busy or live.deleted or not live.cluster:
                 continue
             if live.terminal:
-                final = None if live.cleaned else self._final_status(live)
-                if final is not None:
-                    finals.append(final)
+                if not live.cleaned and self._final_status(live):
+                    reporting.add(live.id)
                 continue
             if live.state not in ORDER:
                 continue
             item = self._observe(live)
             if item is not None:
                 transitions.append(item)
-        if finals:
-            await asyncio.gather(*finals)
         if not transitions:
-            return
+            return reporting
         results = await self._retry("status sync", lambda: self.repo.apply([t for _, t, _, _, _ in transitions]))
-        writes = []
         for (live, _t, state, message, remote), ok in zip(transitions, results, strict=True):
             if not ok:
                 continue
             live.reported["remote"] = (remote or {}).get("status")
             self._applied(live, state, message)
-            writes.append(self._report(live, state, message, remote))
-        await asyncio.gather(*writes)
+            self.reports.submit(live, state, message, remote)
+            reporting.add(live.id)
+        return reporting
 
-    def _final_status(self, live: Live) -> Awaitable[None] | None:
+    def _final_status(self, live: Live) -> bool:
         """A finished copy's status can still change (an operator counting its pods down after Succeeded): the
         manager keeps following it until the copy is cleaned up. State and SQL stay as they are."""
         view = self.views.get(live.cluster or "")
         if view is None:
-            return None
+            return False
         remote = view.remote_jobs(self._adapter(live).resource.plural).get((live.namespace, live.name))
         if remote is None or not is_our_copy(remote, self.config.origin, live.uid, live.generation):
-            return None
+            return False
         if live.reported.get("remote") == remote.get("status"):
-            return None
+            return False
         live.reported["remote"] = remote.get("status")
         message = str((live.reported.get("annotations") or {}).get(L.MESSAGE, ""))
-        return self._report(live, live.state, message, remote)
+        self.reports.submit(live, live.state, message, remote)
+        return True
 
     def _observe(self, live: Live) -> tuple[Live, Transition, str, str, Obj | None] | None:
         view = self.views[live.cluster or ""]
