@@ -31,6 +31,8 @@ def render_decision(decision: dict[str, Any]) -> list[str]:
             details = f"{terms}; ClusterQueue {w.get('clusterQueue')}"
             if w.get("preempts"):
                 details += f"; would preempt {w['preempts']}"
+            if w.get("partial"):
+                details += f"; {w['partial']}"
             rows.append([name + mark, "yes", f"{float(w.get('score') or 0):.3f}", details])
         else:
             rows.append([name, "no", "-", str(w.get("reason", ""))])

@@ -149,13 +149,18 @@ class PodSet:
     requests: Mapping[str, Fraction]
     #: The pod template (labels, annotations, spec), for node selectors, tolerations and HAMi fitting.
     template: Mapping[str, Any] = field(default_factory=dict)
+    #: Kueue's ``minCount`` (partial admission): a worker's Kueue may admit as few pods when all do not fit.
+    min_count: int | None = None
 
     def to_json(self) -> Obj:
-        return {
+        out: Obj = {
             "name": self.name,
             "count": self.count,
             "requests": {k: format_quantity(v, binary=k == "memory") for k, v in sorted(self.requests.items())},
         }
+        if self.min_count is not None:
+            out["minCount"] = self.min_count
+        return out
 
     def kueue_requests(
         self, transformations: Iterable[ResourceTransformation] = (), excluded_prefixes: Iterable[str] = ()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .. import labels as L
 from ..kube.client import Resource
-from ..resources import PodSet, pod_requests
+from ..resources import InvalidRequest, PodSet, pod_requests
 from .base import Adapter, Intake, RemotePhase, now_rfc3339
 
 __all__ = ["JobAdapter"]
@@ -14,6 +15,26 @@ __all__ = ["JobAdapter"]
 Obj = dict[str, Any]
 
 JOB_CONTROLLER = "kubernetes.io/job-controller"
+#: Kueue's partial admission annotation for ``batch/v1`` Jobs: the fewest pods the Job may run with.
+MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+
+
+def _min_count(obj: Obj, count: int) -> int | None:
+    """The pod set's ``minCount`` from ``kueue.x-k8s.io/job-min-parallelism`` (Kueue's Job integration), so that
+    the engine predicts a worker's partial admission; Kueue then lowers the copy's ``spec.parallelism``.
+
+    A value Kueue's Job webhook rejects (not an integer, or not in ``1..count-1``) is an error here too: no
+    worker's Kueue would accept the copy."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(MIN_PARALLELISM)
+    if raw is None:
+        return None
+    path = f"metadata.annotations[{MIN_PARALLELISM}]"
+    if not isinstance(raw, str) or not re.fullmatch(r"[+-]?[0-9]+", raw):  # Go's strconv.Atoi
+        raise InvalidRequest(path, raw, "not an integer (Kueue's webhook would reject the Job)")
+    value = int(raw)
+    if not 0 < value < count:
+        raise InvalidRequest(path, value, f"should be between 0 and {count - 1} (Kueue's webhook would reject the Job)")
+    return value
 
 
 def _true(status: Obj, ctype: str) -> bool:
@@ -52,7 +73,7 @@ class JobAdapter(Adapter):
         count = parallelism if completions is None else min(parallelism, int(completions))
         template = spec.get("template") or {}
         requests = pod_requests(template.get("spec") or {}, "spec.template.spec")
-        return [PodSet("main", count, requests, template)]
+        return [PodSet("main", count, requests, template, _min_count(obj, count))]
 
     def remote_copy(self, obj: Obj, labels: dict[str, str], annotations: dict[str, str]) -> Obj:
         copy = self.base_copy(obj, labels, annotations)

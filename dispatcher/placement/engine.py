@@ -32,6 +32,7 @@ from typing import Any, Protocol
 from ..config import Policy
 from ..quantity import format_kueue_value, kueue_value, parse_quantity
 from ..resources import transform
+from .partial import PartialAdmission, can_be_partially_admitted, partial_counts
 from .quota import (
     FitCheck,
     FlavorAssignmentMode,
@@ -71,6 +72,8 @@ class PodSetSpec:
     node_affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] | None = None
     #: The pod template (for HAMi: annotations and containers); shared, read-only.
     template: Mapping[str, Any] = field(default_factory=dict)
+    #: Kueue's ``minCount``: the worker's Kueue may admit as few pods when all do not fit (partial admission).
+    min_count: int | None = None
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> PodSetSpec:
@@ -78,6 +81,7 @@ class PodSetSpec:
         template = raw.get("template") or {}
         pod_spec = template.get("spec") if isinstance(template, Mapping) else None
         node_selector, tolerations, affinity = pod_constraints(pod_spec if isinstance(pod_spec, Mapping) else {})
+        min_count = raw.get("minCount")
         return cls(
             name=str(raw.get("name", "main")),
             count=int(raw.get("count", 1)),
@@ -86,6 +90,7 @@ class PodSetSpec:
             tolerations=tolerations,
             node_affinity=affinity,
             template=template,
+            min_count=int(min_count) if min_count is not None else None,
         )
 
     def shape(self) -> tuple[Any, ...]:
@@ -97,6 +102,7 @@ class PodSetSpec:
             self.tolerations,
             self.node_affinity,
             _gpu_shape(self.template),
+            self.min_count,
         )
 
 
@@ -224,6 +230,10 @@ class Verdict:
     #: (policy weights, weighted sum, sum of weights) of every term but clusterWeight, kept by the scoring so
     #: that a cached verdict is not summed again for every decision.
     partial: tuple[Any, float, float] | None = field(default=None, repr=False, compare=False)
+    #: Partial admission: the fraction of the requested pods the worker's Kueue would admit (1.0: all of them),
+    #: and what it admits, e.g. ``fits 6 of 8 pods (minCount 4)``.
+    admitted_share: float = 1.0
+    reduced: str = ""
 
     def to_json(self) -> Obj:
         out: Obj = {"cluster": self.cluster, "feasible": self.feasible}
@@ -234,6 +244,8 @@ class Verdict:
             out["flavors"] = self.flavors
             if self.preempts:
                 out["preempts"] = self.preempts
+            if self.reduced:
+                out["partial"] = self.reduced
         if self.reason:
             out["reason"] = self.reason
         return out
@@ -273,15 +285,17 @@ def _never_fits_quota(w: WorkerCapacity, cq: str, pod_sets: Sequence[PodSetReque
     """Why the ClusterQueue could never admit these pod sets, whatever frees up, or None: some pod set asks for
     more of a resource than any flavor of its resource group could ever hold (``PotentialAvailable``: nominal quota
     plus what the cohort could lend, within borrowing and lending limits, with nothing in use). Per pod set, so a
-    gang that could be split over flavors is never called impossible."""
+    gang that could be split over flavors is never called impossible; a pod set with a ``minCount`` at that many
+    pods, since Kueue may admit it partially."""
     spec = w.cluster_queues[cq]
     covered = {r for g in spec.resource_groups for r in g.covered_resources}
     for ps in pod_sets:
         missing = sorted(r for r, v in ps.requests.items() if v and r not in covered)
         if missing:
             return f"ClusterQueue {cq} has no quota for {missing[0]} (not in any resource group's coveredResources)"
+        count = ps.count if ps.min_count is None else min(ps.count, ps.min_count)
         for group in spec.resource_groups:
-            wanted = {r: ps.requests.get(r, 0) * ps.count for r in group.covered_resources if ps.requests.get(r, 0)}
+            wanted = {r: ps.requests.get(r, 0) * count for r in group.covered_resources if ps.requests.get(r, 0)}
             if not wanted:
                 continue
             best: dict[str, int] = {}
@@ -295,9 +309,10 @@ def _never_fits_quota(w: WorkerCapacity, cq: str, pod_sets: Sequence[PodSetReque
                     best[r] = max(best.get(r, 0), v)
             if not possible:
                 res = next(r for r in sorted(wanted) if wanted[r] > best.get(r, 0))
+                least = f" (at its minCount of {count} pods)" if count != ps.count else ""
                 return (
                     f"ClusterQueue {cq} can never admit pod set {ps.name}: it asks for "
-                    f"{format_kueue_value(res, wanted[res])} {res}, and no flavor could ever hold more than "
+                    f"{format_kueue_value(res, wanted[res])} {res}{least}, and no flavor could ever hold more than "
                     f"{format_kueue_value(res, best.get(res, 0))} (nominal quota plus what the cohort can lend)"
                 )
     return None
@@ -530,6 +545,7 @@ class PlacementEngine:
                     node_selector=ps.node_selector,
                     tolerations=ps.tolerations,
                     node_affinity=ps.node_affinity,
+                    min_count=ps.min_count,
                 )
                 for ps in wl.pod_sets
             ]
@@ -593,6 +609,7 @@ class PlacementEngine:
         )
         mode = assignment.mode
         preempts = 0
+        reduced: PartialAdmission | None = None
         if mode is FlavorAssignmentMode.NO_FIT or mode is FlavorAssignmentMode.PREEMPT:
             victims = (
                 preemption_targets(
@@ -601,11 +618,27 @@ class PlacementEngine:
                 if mode is FlavorAssignmentMode.PREEMPT
                 else []
             )
-            if not victims:
+            if not victims and can_be_partially_admitted(pod_sets):
+                # Kueue's scheduler tries fewer pods only now: the full counts neither fit nor preempt.
+                reduced = partial_counts(
+                    w.tree,
+                    cq_name,
+                    pod_sets,
+                    w.flavors,
+                    priority=wl.priority,
+                    queue_order_time=wl.created,
+                    now=time.time(),
+                )
+                if reduced is not None:
+                    assignment, victims = reduced.assignment, reduced.targets
+            if not victims and reduced is None:
                 never = _never_fits_quota(w, cq_name, pod_sets)
                 if never is not None:
                     return Verdict(w.name, False, never, cluster_queue=cq_name, transient=False)
-                return Verdict(w.name, False, self._shortfall(w, cq_name, assignment, pod_sets), cluster_queue=cq_name)
+                why = self._shortfall(w, cq_name, assignment, pod_sets)
+                if can_be_partially_admitted(pod_sets):
+                    why += "; fewer pods, down to minCount, do not fit either"
+                return Verdict(w.name, False, why, cluster_queue=cq_name)
             preempts = len(victims)
         gpu_verdict: GpuVerdict | None = None
         if entry.wants_gpu is None:
@@ -633,8 +666,13 @@ class PlacementEngine:
             preempts=preempts,
             gpu=gpu_verdict,
         )
+        if reduced is not None:
+            requested = sum(ps.count for ps in pod_sets)
+            verdict.admitted_share = sum(reduced.counts) / requested if requested else 1.0
+            verdict.reduced = reduced.describe(pod_sets)
         verdict.terms = self._terms(w, cq_name, verdict)
-        if preempts == 0:
+        if preempts == 0 and reduced is None:
+            # A partial verdict is evaluated afresh each time: its re-validation would have to redo the search.
             self._last_checks = fit_checks(assignment)
         return verdict
 

@@ -662,7 +662,8 @@ class PodSetRequest:
     """A PodSet as the flavor assigner sees it: per-pod requests in Kueue units and placement constraints.
 
     ``node_affinity`` holds the required node affinity terms (ORed) of ``matchExpressions`` (ANDed), or ``None``;
-    ``group`` is the TAS ``podSetGroupName`` (PodSets of a group get the same flavors).
+    ``group`` is the TAS ``podSetGroupName`` (PodSets of a group get the same flavors); ``min_count`` is the
+    PodSet's ``minCount`` (``None``: no partial admission), down to which :mod:`.partial` may reduce ``count``.
     """
 
     name: str
@@ -672,6 +673,7 @@ class PodSetRequest:
     tolerations: tuple[Toleration, ...] = ()
     node_affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] | None = None
     group: str | None = None
+    min_count: int | None = None
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any], count: int | None = None) -> PodSetRequest:
@@ -680,6 +682,7 @@ class PodSetRequest:
         node_selector, tolerations, terms = pod_constraints(pod_spec)
         raw_count = obj.get("count", 1)
         group = _str(_map(obj.get("topologyRequest")).get("podSetGroupName")) or None
+        raw_min = obj.get("minCount")
         return cls(
             name=_str(obj.get("name")) or "main",
             count=count if count is not None else (raw_count if isinstance(raw_count, int) else 1),
@@ -688,6 +691,7 @@ class PodSetRequest:
             tolerations=tolerations,
             node_affinity=terms,
             group=group,
+            min_count=raw_min if isinstance(raw_min, int) and not isinstance(raw_min, bool) else None,
         )
 
 

@@ -14,7 +14,10 @@ term left out when it does not apply:
 - ``latency``: ``1 / (1 + seconds / 0.1)`` of the worker's recent API latency.
 
 A worker whose Kueue would have to preempt lower-priority workloads to admit is feasible but its
-score is quartered, so it wins only when no worker can take the workload without preempting.
+score is quartered, so it wins only when no worker can take the workload without preempting. A worker
+whose Kueue would admit only some of the pods (partial admission, down to the pod sets' ``minCount``)
+is feasible too, its score quartered and scaled by the share of the pods it admits: a worker that
+admits them all wins, and among partial ones the one admitting the most.
 Ties go to the worker whose name sorts first.
 """
 
@@ -88,6 +91,8 @@ def score_verdict(v: Verdict, weight: float, top_weight: float, policy: Policy) 
     score = total / norm if norm else 0.0
     if v.preempts:
         score /= 4.0
+    if v.reduced:
+        score *= v.admitted_share / 4.0
     v.score = score
     return score
 
@@ -126,6 +131,8 @@ def summary(best: Verdict | None, runner: Verdict | None, verdicts: Sequence[Ver
             why = _PHRASES.get(term, term)
     if best.preempts:
         why += f"; its Kueue will preempt {best.preempts} lower-priority workload(s)"
+    if best.reduced:
+        why += f"; partial admission: {best.reduced} on {best.cluster}"
     return f"placed on {best.cluster}, score {best.score:.2f}: {why}"
 
 

@@ -22,6 +22,7 @@ from realrig import RealRig, clean
 
 from dispatcher.config import KubeconfigRef
 from dispatcher.kube.client import ClusterClient, KubeError, Resource, connect
+from dispatcher.placement.partial import partial_counts
 from dispatcher.placement.quota import (
     AdmittedWorkload,
     ClusterQueueSpec,
@@ -49,8 +50,10 @@ PRIORITY = {"low": 100, "high": 1000}
 @dataclass(frozen=True)
 class Step:
     queue: str  # "a" or "b": the LocalQueue (and ClusterQueue) of the scenario
-    cpu: str
+    cpu: str  # per pod
     priority: str | None = None
+    parallelism: int = 1  # pods (and completions)
+    min_parallelism: int | None = None  # kueue.x-k8s.io/job-min-parallelism: partial admission down to that
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,27 @@ SCENARIOS = [
         },
         [Step("a", "4", "high"), Step("a", "3", "low"), Step("b", "3"), Step("b", "3", "high")],
     ),
+    Scenario(
+        "partial",  # job-min-parallelism: the largest count that fits (Kueue's PodSetReducer), never below minCount
+        {"a": ([("f1", "5", "0", None)], {}), "b": ([("f1", "2", None, None)], {})},
+        [
+            Step("a", "1"),
+            Step("a", "1", parallelism=8, min_parallelism=2),  # 4 of 8: a has 4 left and may not borrow
+            Step("a", "1", parallelism=3, min_parallelism=2),  # nothing left: pending, even at minCount
+            Step("b", "1", parallelism=3, min_parallelism=1),  # 2 of 3: b's own quota, a lends nothing
+        ],
+    ),
+    Scenario(
+        "partialpreempt",  # 6 pods never fit in 4; 4 do once the lower priority Job is preempted
+        {
+            "a": ([("f1", "4", "0", None)], {"preemption": {"withinClusterQueue": "LowerPriority"}}),
+            "b": ([("f1", "0", None, None)], {}),
+        },
+        [
+            Step("a", "1", "low", parallelism=2),
+            Step("a", "1", "high", parallelism=6, min_parallelism=2),
+        ],
+    ),
 ]
 
 
@@ -147,9 +171,13 @@ class Outcome:
     flavors: dict[str, str] = field(default_factory=dict)
     preempted: list[str] = field(default_factory=list)
     predicted: str = ""
+    #: The admitted pod count (``podSetAssignments[0].count``), and for a Job allowing partial admission its
+    #: ``spec.parallelism`` once Kueue started it.
+    count: int | None = None
+    parallelism: int | None = None
 
-    def shown(self) -> tuple[bool, dict[str, str], list[str]]:
-        return self.admitted, self.flavors, self.preempted
+    def shown(self) -> tuple[bool, dict[str, str], list[str], int | None, int | None]:
+        return self.admitted, self.flavors, self.preempted, self.count, self.parallelism
 
 
 def _cq(sc: Scenario, q: str) -> Obj:
@@ -178,14 +206,17 @@ def _job(sc: Scenario, i: int, step: Step) -> Obj:
     labels = {f"{KUEUE}/queue-name": step.queue}
     if step.priority:
         labels[f"{KUEUE}/priority-class"] = step.priority
+    meta: Obj = {"name": f"j{i}", "namespace": f"diff-{sc.name}", "labels": labels}
+    if step.min_parallelism is not None:
+        meta["annotations"] = {f"{KUEUE}/job-min-parallelism": str(step.min_parallelism)}
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": f"j{i}", "namespace": f"diff-{sc.name}", "labels": labels},
+        "metadata": meta,
         "spec": {
             "suspend": True,
-            "parallelism": 1,
-            "completions": 1,
+            "parallelism": step.parallelism,
+            "completions": step.parallelism,
             "template": {
                 "metadata": {"annotations": {"sim.dispatcher.io/run-seconds": "3600"}},
                 "spec": {
@@ -301,32 +332,35 @@ async def _teardown(client: ClusterClient, sc: Scenario) -> None:
 def _predict(
     cqs: list[Obj], cohorts: list[Obj], flavors: list[Obj], admitted: list[Obj], job: Obj, sc: Scenario, step: Step
 ) -> str:
-    """What the product's quota model says Kueue will do with ``job``: ``FIT {flavors}``, ``PREEMPT [victims]``
-    (the Jobs of the workloads Kueue's preemptor would evict; none: the workload waits) or ``NOFIT``."""
+    """What the product's quota model says Kueue will do with ``job``: ``FIT {flavors} x<pods>``, ``PREEMPT
+    [victims]`` (the Jobs of the workloads Kueue's preemptor would evict; none: the workload waits) or ``NOFIT``.
+    When the full count neither fits nor preempts, fewer pods down to ``minCount`` (:func:`partial_counts`)."""
     tree = QuotaTree([ClusterQueueSpec.from_object(c) for c in cqs], [CohortSpec.from_object(c) for c in cohorts])
     owners = {}
     for wl in admitted:
         tree.add_workload(AdmittedWorkload.from_object(wl))
         owners[wl["metadata"]["name"]] = wl["metadata"]["ownerReferences"][0]["name"]
-    wl = {
-        "metadata": {"name": "new"},
-        "spec": {"podSets": [{"name": "main", "count": 1, "template": job["spec"]["template"]}]},
-    }
+    pod_set: Obj = {"name": "main", "count": step.parallelism, "template": job["spec"]["template"]}
+    if step.min_parallelism is not None:
+        pod_set["minCount"] = step.min_parallelism
+    wl = {"metadata": {"name": "new"}, "spec": {"podSets": [pod_set]}}
     priority = PRIORITY.get(step.priority or "", 0)
     now = time.time()
-    assignment = assign_flavors(
-        tree,
-        f"diff-{sc.name}-{step.queue}",
-        workload_pod_sets(wl),
-        {f["metadata"]["name"]: ResourceFlavorSpec.from_object(f) for f in flavors},
-        priority=priority,
-        queue_order_time=now,
-        now=now,
-    )
-    if assignment.mode == FlavorAssignmentMode.FIT:
-        return f"FIT { ({r: a.flavor for ps in assignment.pod_sets for r, a in ps.flavors.items()}) }"
+    cq = f"diff-{sc.name}-{step.queue}"
+    pod_sets = workload_pod_sets(wl)
+    rfs = {f["metadata"]["name"]: ResourceFlavorSpec.from_object(f) for f in flavors}
+    assignment = assign_flavors(tree, cq, pod_sets, rfs, priority=priority, queue_order_time=now, now=now)
+    targets = []
     if assignment.mode == FlavorAssignmentMode.PREEMPT:
         targets = preemption_targets(tree, assignment, priority=priority, queue_order_time=now, now=now)
+    if assignment.mode != FlavorAssignmentMode.FIT and not targets:
+        partial = partial_counts(tree, cq, pod_sets, rfs, priority=priority, queue_order_time=now, now=now)
+        if partial is not None:
+            assignment, targets = partial.assignment, partial.targets
+    if assignment.mode == FlavorAssignmentMode.FIT:
+        flavors_of = {r: a.flavor for ps in assignment.pod_sets for r, a in ps.flavors.items()}
+        return f"FIT {flavors_of} x{assignment.pod_sets[0].count}"
+    if assignment.mode == FlavorAssignmentMode.PREEMPT:
         return f"PREEMPT {sorted(owners.get(t.workload.key.split('/')[-1], t.workload.key) for t in targets)}"
     return "NOFIT"
 
@@ -345,11 +379,14 @@ async def _run(client: ClusterClient, sc: Scenario) -> tuple[list[Outcome], dict
             flavors = (await client.list(FLAVORS)).get("items") or []
             admitted = [w for w in workloads if _true(w, "QuotaReserved")]
             job = _job(sc, i, step)
+            job_name = job["metadata"]["name"]
             predicted = _predict(cqs, cohorts, flavors, admitted, job, sc, step)
             created = await client.create(JOBS, ns, job)
             uid = created["metadata"]["uid"]
 
-            async def settled(uid: str = uid, evicted_before: set[str] = evicted_before) -> Outcome | None:
+            async def settled(
+                uid: str = uid, evicted_before: set[str] = evicted_before, step: Step = step, name: str = job_name
+            ) -> Outcome | None:
                 items = (await client.list(WORKLOADS, ns)).get("items") or []
                 mine = [
                     w for w in items if any(r.get("uid") == uid for r in w["metadata"].get("ownerReferences") or [])
@@ -367,7 +404,15 @@ async def _run(client: ClusterClient, sc: Scenario) -> tuple[list[Outcome], dict
                     return None
                 if _true(wl, "QuotaReserved"):
                     assignment = ((wl["status"].get("admission") or {}).get("podSetAssignments") or [{}])[0]
-                    return Outcome(True, dict(assignment.get("flavors") or {}), victims)
+                    parallelism = None
+                    if step.min_parallelism is not None:
+                        # Kueue lowers a partially admissible Job's parallelism to the count when it starts it.
+                        started = await client.get(JOBS, ns, name)
+                        if started is None or started["spec"].get("suspend"):
+                            return None
+                        parallelism = started["spec"].get("parallelism")
+                    flavors = dict(assignment.get("flavors") or {})
+                    return Outcome(True, flavors, victims, count=assignment.get("count"), parallelism=parallelism)
                 pending = _cond(wl, "QuotaReserved")
                 if pending is not None and pending.get("reason") == "Pending":
                     return Outcome(False, {}, victims)
@@ -395,7 +440,7 @@ async def _run(client: ClusterClient, sc: Scenario) -> tuple[list[Outcome], dict
 def _agrees(o: Outcome) -> bool:
     """The model's prediction agrees with what Kueue did."""
     if o.predicted.startswith("FIT"):
-        return o.admitted and not o.preempted and o.predicted == f"FIT {o.flavors}"
+        return o.admitted and not o.preempted and o.predicted == f"FIT {o.flavors} x{o.count}"
     if o.predicted.startswith("PREEMPT"):
         victims = o.predicted.removeprefix("PREEMPT ")
         if victims == "[]":  # Preempt mode without candidates: Kueue leaves it pending
@@ -427,12 +472,16 @@ async def test_kueue_admits_as_predicted(
         if world is not None:
             await world.stop()
     table = "\n".join(
-        f"  step {i} {s}: admitted={o.admitted} flavors={o.flavors} preempted={o.preempted} model={o.predicted}"
+        f"  step {i} {s}: admitted={o.admitted} flavors={o.flavors} preempted={o.preempted} count={o.count} "
+        f"parallelism={o.parallelism} model={o.predicted}"
         for i, (s, o) in enumerate(zip(scenario.steps, outcomes, strict=True))
     )
     EXPECTED[(scenario.name, backend)] = ([o.shown() for o in outcomes], final)
     disagreements = [i for i, o in enumerate(outcomes) if not _agrees(o)]
     assert not disagreements, f"{backend} Kueue and the quota model disagree at steps {disagreements}:\n{table}"
+    for s, o in zip(scenario.steps, outcomes, strict=True):
+        if s.min_parallelism is not None and o.admitted:
+            assert o.parallelism == o.count, f"{backend} Kueue started the Job with another parallelism:\n{table}"
     other = EXPECTED.get((scenario.name, "real" if backend == "sim" else "sim"))
     if other is not None:
         assert other == EXPECTED[(scenario.name, backend)], f"the simulator and real Kueue differ:\n{table}\n{other}"

@@ -560,3 +560,30 @@ async def test_a_burst_of_jobs_is_all_admitted(sim: Sim) -> None:
         sim.client.create(job(f"burst-{i}", cpu="100m", run_seconds=30))
     await wait_for(lambda: sim.kueue.admissions >= n, f"{n} admissions", timeout=120)
     assert sim.kueue.admissions == n
+
+
+async def test_partial_admission_lowers_parallelism_and_eviction_restores_it(sim: Sim) -> None:
+    """``kueue.x-k8s.io/job-min-parallelism``: 8 pods do not fit in 6 CPUs, so Kueue admits 6 (the largest count
+    its PodSetReducer finds) and runs the Job with parallelism 6; evicted, the Job gets its parallelism back."""
+    sim.apply(cluster_queue("cq", {"cpu": "6"}), local_queue("default", "user-queue", "cq"))
+    obj = job("wide", cpu="1", parallelism=8, run_seconds=60)
+    obj["metadata"]["annotations"] = {"kueue.x-k8s.io/job-min-parallelism": "4"}
+    sim.client.create(obj)
+    wl = await wait_for(lambda: sim.workload_of("wide"), "the Workload")
+    assert wl["spec"]["podSets"][0]["count"] == 8 and wl["spec"]["podSets"][0]["minCount"] == 4
+    await wait_for(lambda: admitted(sim, "wide"), "partial admission")
+    wl = sim.workload_of("wide")
+    assert wl is not None
+    assert wl["status"]["admission"]["podSetAssignments"] == [
+        {"name": "main", "flavors": {"cpu": "default-flavor"}, "resourceUsage": {"cpu": "6"}, "count": 6}
+    ]
+    started = await wait_for(lambda: running(sim, "wide") and sim.job("wide"), "the Job runs")
+    assert (started["spec"]["parallelism"], started["spec"]["completions"]) == (6, 8)
+    cqobj = sim.cq("cq")
+    assert cqobj is not None
+    sim.client.update({**cqobj, "spec": {**cqobj["spec"], "stopPolicy": "HoldAndDrain"}})
+    stopped = await wait_for(
+        lambda: (j := sim.job("wide")) is not None and j["spec"]["suspend"] and j["spec"]["parallelism"] == 8 and j,
+        "the Job suspended with its parallelism restored",
+    )
+    assert stopped["spec"]["completions"] == 8

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ...placement.partial import partial_counts
 from ...placement.quota import (
     AdmittedWorkload,
     Assignment,
@@ -785,6 +786,14 @@ class KueueController(Controller):
                 e.targets = preemption_targets(
                     self.tree, e.assignment, priority=e.priority, queue_order_time=e.ts, now=now
                 )
+            if e.assignment.mode is not FlavorAssignmentMode.FIT and not e.targets:
+                # PartialAdmission (on by default): fewer pods, down to minCount, by the product's own search.
+                partial = partial_counts(
+                    self.tree, cq_name, e.pod_sets, self._flavors, priority=e.priority, queue_order_time=e.ts, now=now
+                )
+                if partial is not None:
+                    e.assignment, e.targets = partial.assignment, partial.targets
+                    e.message = e.assignment.message()
             entries.append(e)
         entries.sort(
             key=lambda e: (bool(e.assignment and e.assignment.borrows), -e.priority, e.ts, self._arrival.get(e.key, 0))

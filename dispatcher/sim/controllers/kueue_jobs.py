@@ -34,6 +34,7 @@ _JOB_MANAGED_LABELS = (
     "batch.kubernetes.io/controller-uid",
 )
 _JOB_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+_JOB_COMPLETIONS_EQUAL_PARALLELISM = "kueue.x-k8s.io/job-completions-equal-parallelism"
 
 
 class JobIntegration(ABC):
@@ -185,12 +186,35 @@ class BatchJobIntegration(JobIntegration):
             return []
         return [{"name": "main", "count": parallelism - remaining}]
 
+    @staticmethod
+    def _min_pods_count(job: Mapping[str, Any]) -> int | None:
+        """``minPodsCount``: the ``kueue.x-k8s.io/job-min-parallelism`` annotation (``None``: absent or no integer)."""
+        raw = ((job.get("metadata") or {}).get("annotations") or {}).get(_JOB_MIN_PARALLELISM)
+        try:
+            return int(raw) if raw is not None else None
+        except ValueError:
+            return None
+
+    @staticmethod
+    def _set_parallelism(job: Obj, count: int) -> None:
+        """``spec.parallelism`` to the admitted (or, on stop, the original) count; ``spec.completions`` too when
+        ``kueue.x-k8s.io/job-completions-equal-parallelism`` is true."""
+        spec = job["spec"]
+        spec["parallelism"] = count
+        sync = str(((job.get("metadata") or {}).get("annotations") or {}).get(_JOB_COMPLETIONS_EQUAL_PARALLELISM))
+        if sync.lower() in ("1", "t", "true"):
+            spec["completions"] = count
+
     def run(self, client: LocalClient, job: Obj, infos: Sequence[PodSetInfo]) -> None:
+        """``RunWithPodSetsInfo``: unsuspend with the admission merged in; a Job that allows partial admission
+        runs with the admitted count as its parallelism (Kueue writes it whether or not it was reduced)."""
         if len(infos) != 1:
             raise PodSetMergeError(f"invalid podset infos: expecting 1 podset, got {len(infos)}")
         new = copy.deepcopy(job)
         new.pop("status", None)
         new["spec"]["suspend"] = False
+        if self._min_pods_count(job) is not None:
+            self._set_parallelism(new, infos[0].count)
         infos[0].merge_into(new["spec"].setdefault("template", {}))
         client.update(new)
 
@@ -214,6 +238,10 @@ class BatchJobIntegration(JobIntegration):
         new = copy.deepcopy(current)
         new.pop("status", None)
         changed = False
+        if infos and self._min_pods_count(new) is not None and (new["spec"].get("parallelism") or 0) != infos[0].count:
+            # ``RestorePodSetsInfo``: the count the Workload asked for, undoing a partial admission's parallelism.
+            self._set_parallelism(new, infos[0].count)
+            changed = True
         if infos:
             info = copy.deepcopy(infos[0])
             template = new["spec"].setdefault("template", {})
