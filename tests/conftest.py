@@ -14,6 +14,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
+# The builders of the Kueue conformance cases (kueuebuild), shared with tests/placement.
+sys.path.insert(0, str(Path(__file__).parent / "conformance" / "kueue"))
 
 from realrig import RealRig, RealRigError, start_real_rig  # noqa: E402
 
@@ -153,8 +155,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             REAL_TESTS.add(item.nodeid)
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """The summary names how many tests ran on real Kubernetes components, and how they ended."""
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The summary names how many tests ran on real Kubernetes components, and how they ended; and how the Kueue
+    conformance cases ended, per Kueue source file."""
     counts: dict[str, int] = {}
     for outcome in ("passed", "failed", "error", "skipped"):
         for report in terminalreporter.stats.get(outcome, []):
@@ -165,3 +168,97 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     ran = sum(counts.values())
     detail = ", ".join(f"{n} {o}" for o, n in counts.items()) or "none"
     terminalreporter.write_line(f"real rig: {ran} tests ran on real Kubernetes components ({detail})")
+    for line in KUEUE.lines(ran=not config.option.collectonly):
+        terminalreporter.write_line(line)
+
+
+# -- the Kueue conformance suite ----------------------------------------------------------------------------
+# Every test under tests/conformance/kueue/ carries ``@pytest.mark.kueue(source=..., test=...)``: the Kueue Go test
+# file and test function its cases are ported from. The summary counts the cases per source file, skipped ones too.
+
+KUEUE_DIR = Path(__file__).parent / "conformance" / "kueue"
+
+
+class KueueTally:
+    """How each collected Kueue-derived case ended, per Kueue source file (one outcome per test item)."""
+
+    def __init__(self) -> None:
+        self.source: dict[str, str] = {}  # nodeid -> Kueue source file
+        self.outcome: dict[str, str] = {}  # nodeid -> passed, failed, error, skipped, xfailed, xpassed
+        self.uncollected: dict[str, str] = {}  # a test file of the suite that pytest skipped or failed to collect
+
+    def collect(self, nodeid: str, source: str) -> None:
+        self.source[nodeid] = source
+
+    def record(self, report: Any) -> None:
+        nodeid = str(report.nodeid)
+        if nodeid not in self.source:
+            return
+        xfail = hasattr(report, "wasxfail")
+        if report.when == "call":
+            if report.passed:
+                outcome = "xpassed" if xfail else "passed"
+            elif report.skipped:
+                outcome = "xfailed" if xfail else "skipped"
+            else:
+                outcome = "failed"
+        elif report.failed:  # setup or teardown
+            outcome = "error"
+        elif report.skipped:  # skipped (or xfail(run=False)) at setup
+            outcome = "xfailed" if xfail else "skipped"
+        else:
+            return
+        if self.outcome.get(nodeid) not in ("failed", "error"):
+            self.outcome[nodeid] = outcome
+
+    def lines(self, *, ran: bool = True) -> list[str]:
+        """One line per Kueue source file, then the total; a case collected but never run is "not run"."""
+        order = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "not run")
+        per_file: dict[str, dict[str, int]] = {}
+        for nodeid, source in self.source.items():
+            outcome = self.outcome.get(nodeid, "not run") if ran else "collected"
+            counts = per_file.setdefault(source, {})
+            counts[outcome] = counts.get(outcome, 0) + 1
+        total: dict[str, int] = {}
+        out = []
+        for source in sorted(per_file):
+            counts = per_file[source]
+            for outcome, n in counts.items():
+                total[outcome] = total.get(outcome, 0) + n
+            out.append(f"kueue conformance: {source} {_counts(counts, order)}")
+        if out:
+            files = f"{len(self.source)} cases from {len(per_file)} Kueue test files"
+            out.append(f"kueue conformance: {files} ({_counts(total, order)})")
+        out += [f"kueue conformance: {path} not collected ({why})" for path, why in sorted(self.uncollected.items())]
+        return out
+
+
+def _counts(counts: dict[str, int], order: tuple[str, ...]) -> str:
+    return ", ".join(f"{counts[o]} {o}" for o in (*order, "collected") if counts.get(o))
+
+
+KUEUE = KueueTally()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Registers the Kueue-derived items (after deselection); a test under tests/conformance/kueue/ without a
+    complete ``kueue`` marker stops the run, so that no case goes uncounted."""
+    missing = []
+    for item in session.items:
+        marker = item.get_closest_marker("kueue")
+        source = marker.kwargs.get("source") if marker else None
+        if marker and source and marker.kwargs.get("test"):
+            KUEUE.collect(item.nodeid, str(source))
+        elif item.path.is_relative_to(KUEUE_DIR) or marker:
+            missing.append(item.nodeid)
+    if missing:
+        raise pytest.UsageError("tests without @pytest.mark.kueue(source=..., test=...): " + ", ".join(missing[:5]))
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.outcome != "passed" and Path(report.fspath).resolve().is_relative_to(KUEUE_DIR):
+        KUEUE.uncollected[report.nodeid] = "error" if report.failed else "skipped"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    KUEUE.record(report)

@@ -1,37 +1,26 @@
-"""Partial admission (``minCount``): Kueue's ``PodSetReducer`` search, the quota model's reduced admission, the
+"""Partial admission (``minCount``): the reduction of ``PodSetReducer``, the quota model's reduced admission, the
 engine's verdicts and explanations, and the Job adapter's ``minCount``.
 
-Cases marked ``Kueue:`` are ported from Kueue v0.17's Go tests; the comment names the file and the test, and the
-case name is kept verbatim, so that a failure can be compared with the original.
+Kueue's own cases (podset_reducer_test.go TestSearch, scheduler_test.go TestSchedule) are in tests/conformance/kueue/.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import pytest
+from kueuebuild import admit_or_reduce, partial_pod_set, schedule_tree
 
 from dispatcher.adapters.job import JobAdapter
 from dispatcher.config import Policy
 from dispatcher.explain import render_decision
 from dispatcher.placement.engine import Decision, PendingWorkload, PlacementEngine, PodSetSpec
-from dispatcher.placement.partial import PartialAdmission, partial_counts, reduced_counts, search_counts
+from dispatcher.placement.partial import PartialAdmission, reduced_counts, search_counts
 from dispatcher.placement.quota import (
-    AdmittedWorkload,
     Assignment,
-    ClusterQueueSpec,
-    CohortSpec,
-    FlavorAssignmentMode,
     PodSetRequest,
-    QuotaTree,
-    ResourceFlavorSpec,
-    assign_flavors,
-    preemption_targets,
-    workload_pod_sets,
 )
 from dispatcher.placement.worker import WorkerCapacity
 from dispatcher.resources import InvalidRequest
@@ -40,48 +29,6 @@ Obj = dict[str, Any]
 
 
 # ---- PodSetReducer.Search -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _SearchCase:
-    #: (count, minCount or None) per pod set: ``MakePodSet(name, count).SetMinimumCount(min)``
-    pod_sets: Sequence[tuple[int, int | None]]
-    count_limit: int
-    want_count: int
-    want_found: bool
-
-
-_FOUR = [(5, 3), (5, 4), (5, 1), (5, 2)]
-
-# Kueue: pkg/scheduler/flavorassigner/podset_reducer_test.go, TestSearch. The fits function there passes when the
-# counts sum to at most countLimit and returns that sum.
-SEARCH_CASES = {
-    "empty": _SearchCase([], 10, 0, False),
-    "partial not available": _SearchCase([(1, None), (2, 2)], 2, 0, False),
-    "partial available": _SearchCase(_FOUR, 15, 15, True),
-    "one partial available": _SearchCase([(5, 3), (5, None), (5, None), (5, None)], 19, 19, True),
-    "to min": _SearchCase(_FOUR, 10, 10, True),
-    "to max": _SearchCase(_FOUR, 20, 20, True),
-    "no overflow": _SearchCase([(150_000, 1)] * 8, 150_000, 150_000, True),
-    "max pods on 1.27": _SearchCase([(150_000, 1)] + [(1, None)] * 7, 150_000, 150_000, True),
-    "podset with replica count 0": _SearchCase([(0, 0)], 0, 0, False),
-}
-
-
-@pytest.mark.parametrize("name", sorted(SEARCH_CASES))
-def test_search_kueue_table(name: str) -> None:
-    case = SEARCH_CASES[name]
-    calls: list[list[int]] = []
-
-    def fits(counts: list[int]) -> tuple[int | None, bool]:
-        calls.append(counts)
-        total = sum(counts)
-        return total, total <= case.count_limit
-
-    count, found = search_counts([c for c, _ in case.pod_sets], [m for _, m in case.pod_sets], fits)
-    assert (count or 0, found) == (case.want_count, case.want_found)
-    if sum(c - (c if m is None else m) for c, m in case.pod_sets) == 0:
-        assert calls == []  # nothing to give up: Kueue does not even try
 
 
 def test_reduction_is_proportional_and_rounds_down() -> None:
@@ -104,127 +51,9 @@ def test_search_follows_go_sort_search_when_fits_is_not_monotonic() -> None:
 # ---- partial_counts against the quota model ----------------------------------------------------------------------
 
 
-def _tree() -> tuple[QuotaTree, dict[str, ResourceFlavorSpec]]:
-    """The ClusterQueues of Kueue's scheduler_test.go (TestSchedule) that its partial admission cases use."""
-
-    def cq(name: str, groups: list[Obj], **extra: Any) -> ClusterQueueSpec:
-        return ClusterQueueSpec.from_object({"metadata": {"name": name}, "spec": {"resourceGroups": groups, **extra}})
-
-    def group(flavor: str, resource: str, nominal: str, borrowing: str | None = None) -> Obj:
-        quota: Obj = {"name": resource, "nominalQuota": nominal}
-        if borrowing is not None:
-            quota["borrowingLimit"] = borrowing
-        return {"coveredResources": [resource], "flavors": [{"name": flavor, "resources": [quota]}]}
-
-    cqs = [
-        cq("sales", [group("default", "cpu", "50", "0")]),
-        cq("eng-alpha", [group("on-demand", "cpu", "50", "50")], cohort="eng"),
-        cq(
-            "eng-beta",
-            [group("on-demand", "cpu", "50", "10"), group("model-a", "example.com/gpu", "20", "0")],
-            cohort="eng",
-            preemption={"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"},
-        ),
-    ]
-    flavors = {
-        f: ResourceFlavorSpec.from_object({"metadata": {"name": f}, "spec": {}})
-        for f in ("default", "on-demand", "model-a")
-    }
-    return QuotaTree(cqs, [CohortSpec.from_object({"metadata": {"name": "eng"}, "spec": {}})]), flavors
-
-
-def _pod_set(name: str, count: int, resource: str, amount: str, min_count: int | None = None) -> Obj:
-    ps: Obj = {
-        "name": name,
-        "count": count,
-        "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {resource: amount}}}]}},
-    }
-    if min_count is not None:
-        ps["minCount"] = min_count
-    return ps
-
-
-def _old_gpu_workload(tree: QuotaTree) -> None:
-    """``old``: 10 GPUs of model-a at priority -4 in eng-beta."""
-    tree.add_workload(AdmittedWorkload("eng-beta/old", "eng-beta", {("model-a", "example.com/gpu"): 10}, priority=-4))
-
-
-def _admit(
-    tree: QuotaTree, flavors: dict[str, ResourceFlavorSpec], cq: str, pod_sets: list[Obj], priority: int = 0
-) -> tuple[Assignment, PartialAdmission | None]:
-    """Kueue's ``getInitialAssignments``: the full counts if they fit or preempt with targets, else partial."""
-    requests = workload_pod_sets({"spec": {"podSets": pod_sets}})
-    full = assign_flavors(tree, cq, requests, flavors, priority=priority)
-    if full.mode is FlavorAssignmentMode.FIT:
-        return full, None
-    return full, partial_counts(tree, cq, requests, flavors, priority=priority)
-
-
-def test_partial_admission_single_variable_pod_set() -> None:
-    # Kueue: pkg/scheduler/scheduler_test.go, TestSchedule "partial admission single variable pod set"
-    tree, flavors = _tree()
-    full, partial = _admit(tree, flavors, "sales", [_pod_set("one", 50, "cpu", "2", min_count=20)])
-    assert full.mode is FlavorAssignmentMode.NO_FIT
-    assert partial is not None and partial.counts == (25,) and not partial.targets
-    assert partial.assignment.to_admission() == [
-        {"name": "one", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "50"}, "count": 25}
-    ]
-
-
-def test_partial_admission_single_variable_pod_set_preempt_first() -> None:
-    # Kueue: pkg/scheduler/scheduler_test.go, TestSchedule "partial admission single variable pod set, preempt
-    # first": the full count preempts ``old``, so no reduction is tried (Kueue admits all 20 after the preemption).
-    tree, flavors = _tree()
-    _old_gpu_workload(tree)
-    requests = workload_pod_sets({"spec": {"podSets": [_pod_set("one", 20, "example.com/gpu", "1", min_count=10)]}})
-    full = assign_flavors(tree, "eng-beta", requests, flavors, priority=4)
-    assert full.mode is FlavorAssignmentMode.PREEMPT
-    assert [t.workload.key for t in preemption_targets(tree, full, priority=4)] == ["eng-beta/old"]
-
-
-def test_partial_admission_single_variable_pod_set_preempt_with_partial_admission() -> None:
-    # Kueue: pkg/scheduler/scheduler_test.go, TestSchedule "partial admission single variable pod set, preempt with
-    # partial admission": 30 GPUs never fit in 20; 20 do once ``old`` is preempted.
-    tree, flavors = _tree()
-    _old_gpu_workload(tree)
-    full, partial = _admit(
-        tree, flavors, "eng-beta", [_pod_set("one", 30, "example.com/gpu", "1", min_count=10)], priority=4
-    )
-    assert full.mode is FlavorAssignmentMode.NO_FIT
-    assert partial is not None and partial.counts == (20,)
-    assert partial.assignment.mode is FlavorAssignmentMode.PREEMPT
-    assert [t.workload.key for t in partial.targets] == ["eng-beta/old"]
-
-
-def test_partial_admission_multiple_variable_pod_sets() -> None:
-    # Kueue: pkg/scheduler/scheduler_test.go, TestSchedule "partial admission multiple variable pod sets"
-    tree, flavors = _tree()
-    pod_sets = [
-        _pod_set("one", 20, "cpu", "1"),
-        _pod_set("two", 30, "cpu", "1", min_count=10),
-        _pod_set("three", 15, "cpu", "1", min_count=5),
-    ]
-    _, partial = _admit(tree, flavors, "sales", pod_sets)
-    assert partial is not None and partial.counts == (20, 20, 10)
-    assert [a["resourceUsage"] for a in partial.assignment.to_admission()] == [
-        {"cpu": "20"},
-        {"cpu": "20"},
-        {"cpu": "10"},
-    ]
-
-
-def test_partial_admission_disabled_multiple_variable_pod_sets() -> None:
-    # Kueue: pkg/scheduler/scheduler_test.go, TestSchedule "partial admission disabled, multiple variable pod sets":
-    # without minCount (the feature off drops it) nothing is reduced and the workload stays pending.
-    tree, flavors = _tree()
-    pod_sets = [_pod_set("one", 20, "cpu", "1"), _pod_set("two", 30, "cpu", "1"), _pod_set("three", 15, "cpu", "1")]
-    full, partial = _admit(tree, flavors, "sales", pod_sets)
-    assert full.mode is FlavorAssignmentMode.NO_FIT and partial is None
-
-
 def test_even_min_count_not_fitting_is_no_partial_admission() -> None:
-    tree, flavors = _tree()
-    _, partial = _admit(tree, flavors, "sales", [_pod_set("one", 40, "cpu", "2", min_count=30)])
+    tree, flavors = schedule_tree()
+    _, partial = admit_or_reduce(tree, flavors, "sales", [partial_pod_set("one", 40, "cpu", "2", min_count=30)])
     assert partial is None
 
 
