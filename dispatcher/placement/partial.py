@@ -23,17 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from .quota import (
-    Assignment,
-    FlavorAssignmentMode,
-    PodSetRequest,
-    PreemptionOracle,
-    PreemptionTarget,
-    QuotaTree,
-    ResourceFlavorSpec,
-    assign_flavors,
-    preemption_targets,
-)
+from .kueue.assignment import Assignment, FlavorAssignmentMode, preemption_targets
+from .kueue.flavors import assign_flavors
+from .kueue.preemption import PreemptionOracle, PreemptionTarget
+from .kueue.specs import ResourceFlavorSpec
+from .kueue.tree import QuotaTree
+from .kueue.workloads import PodSetRequest
 
 __all__ = ["PartialAdmission", "can_be_partially_admitted", "partial_counts", "reduced_counts", "search_counts"]
 

@@ -29,35 +29,38 @@ from kueuebuild import (
     rg,
 )
 
-from dispatcher.placement.quota import (
+from dispatcher.placement.kueue.amounts import UNLIMITED, FlavorResource, format_amount, quota_amount
+from dispatcher.placement.kueue.assignment import (
     EXCEEDS_MAX_QUOTA,
+    NO_MATCHING_FLAVOR,
+    WAITING_FOR_QUOTA,
+    preemption_targets,
+)
+from dispatcher.placement.kueue.flavors import assign_flavors
+from dispatcher.placement.kueue.preemption import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_RECLAIMATION,
-    NO_MATCHING_FLAVOR,
-    UNLIMITED,
-    WAITING_FOR_QUOTA,
-    AdmittedWorkload,
+    PreemptionPossibility,
+    candidates_order_key,
+    find_preemption_targets,
+    simulate_preemption,
+)
+from dispatcher.placement.kueue.specs import (
     ClusterQueueSpec,
     CohortSpec,
     FlavorFungibility,
-    FlavorResource,
     PreemptionPolicy,
-    PreemptionPossibility,
     QueueingStrategy,
-    QuotaTree,
     Taint,
     Toleration,
-    assign_flavors,
-    candidates_order_key,
-    find_preemption_targets,
     find_untolerated_taint,
-    format_amount,
+)
+from dispatcher.placement.kueue.tree import QuotaTree
+from dispatcher.placement.kueue.workloads import (
+    AdmittedWorkload,
     pending_order_key,
     pod_requests,
-    preemption_targets,
     queue_order_timestamp,
-    quota_amount,
-    simulate_preemption,
 )
 
 # ---- specs ----------------------------------------------------------------------------------------------------

@@ -14,20 +14,18 @@ from typing import Any
 import pytest
 
 from dispatcher.placement import vgpu as v
-from dispatcher.placement.vgpu import (
+from dispatcher.placement.hami.devices import (
     ContainerDevice,
     ContainerRequest,
     DeviceInfo,
     DeviceUsage,
-    HamiAdmissionError,
     HamiConfig,
-    HamiFormatError,
-    HamiSchedulingError,
     MigPlacement,
     MigProfile,
-    NamespaceQuota,
-    PodAllocation,
 )
+from dispatcher.placement.hami.names import HamiAdmissionError, HamiFormatError, HamiSchedulingError
+from dispatcher.placement.hami.quota import NamespaceQuota
+from dispatcher.placement.hami.usage import PodAllocation
 
 # --------------------------------------------------------------------------------------------------------------
 # helpers

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from dispatcher.placement.quota import QueueingStrategy
+from dispatcher.placement.kueue.specs import QueueingStrategy
 from dispatcher.sim.controllers.kueue_jobs import BatchJobIntegration
 from dispatcher.sim.controllers.kueue_model import (
     KueueConfig,

@@ -41,27 +41,20 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from ...placement.vgpu import (
-    DEFAULT_CONFIG,
+from ...placement.hami.devices import DEFAULT_CONFIG, DeviceInfo, DeviceUsage, HamiConfig
+from ...placement.hami.fit import schedule_pod
+from ...placement.hami.health import NvidiaHealthTracker
+from ...placement.hami.names import (
     HANDSHAKE_ANNOTATION,
     REGISTER_ANNOTATION,
-    DeviceInfo,
-    DeviceUsage,
     HamiAdmissionError,
-    HamiConfig,
     HamiFormatError,
     HamiSchedulingError,
-    NvidiaHealthTracker,
-    PodAllocation,
-    bind_annotations,
-    encode_node_devices,
-    is_hami_request,
-    mutate_pod,
-    node_devices_from_annotations,
-    node_usage,
-    register_device,
-    schedule_pod,
 )
+from ...placement.hami.nodecodec import encode_node_devices, node_devices_from_annotations, register_device
+from ...placement.hami.podcodec import bind_annotations
+from ...placement.hami.usage import PodAllocation, node_usage
+from ...placement.hami.webhook import is_hami_request, mutate_pod
 from ...quantity import QuantityError, parse_quantity
 from ..api import Admission, Api
 from ..errors import ApiError

@@ -34,25 +34,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from ...placement.kueue.amounts import FlavorResource, format_amount
+from ...placement.kueue.assignment import Assignment, FlavorAssignmentMode, preemption_targets
+from ...placement.kueue.flavors import assign_flavors
+from ...placement.kueue.preemption import PreemptionTarget
+from ...placement.kueue.specs import ClusterQueueSpec, CohortSpec, QueueingStrategy, ResourceFlavorSpec
+from ...placement.kueue.tree import QuotaTree
+from ...placement.kueue.workloads import AdmittedWorkload, PodSetRequest, pending_order_key, queue_order_timestamp
 from ...placement.partial import partial_counts
-from ...placement.quota import (
-    AdmittedWorkload,
-    Assignment,
-    ClusterQueueSpec,
-    CohortSpec,
-    FlavorAssignmentMode,
-    FlavorResource,
-    PodSetRequest,
-    PreemptionTarget,
-    QueueingStrategy,
-    QuotaTree,
-    ResourceFlavorSpec,
-    assign_flavors,
-    format_amount,
-    pending_order_key,
-    preemption_targets,
-    queue_order_timestamp,
-)
 from ..api import Admission, Api
 from ..errors import ApiError
 from ..patch import clone

@@ -21,7 +21,8 @@ from typing import Any
 
 import yaml
 
-from ...placement.quota import PodSetRequest, format_amount
+from ...placement.kueue.amounts import format_amount
+from ...placement.kueue.workloads import PodSetRequest
 from ...quantity import kueue_value
 from ...resources import ResourceTransformation, pod_requests, transform
 from ..api import now_rfc3339 as _api_now
