@@ -19,7 +19,8 @@ Go's ``float32`` arithmetic for device and node scores (ties decide device order
 uses for up to 12 devices and its pattern-defeating quicksort above that, ``int32`` truncation where HAMi
 truncates, and the exact ``Fit`` walk (from the end of the sorted list, first failing check wins).
 
-The modules, by concern (each imports only from those listed before it):
+The modules, by concern (each imports only from those listed before it; the ``hami`` contract in .importlinter
+checks it):
 
 * :mod:`.names`: annotation keys, modes, policies, reason strings and errors;
 * :mod:`.gosemantics`: Go's numeric helpers and Go's ``sort.Sort``;

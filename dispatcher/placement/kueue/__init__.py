@@ -15,7 +15,8 @@ Units are Kueue's ``int64`` values: milli-units for ``cpu``, whole units (rounde
 Quotas that overflow ``int64`` become :data:`~.amounts.UNLIMITED`, and quota arithmetic saturates exactly as
 Kueue's ``resources.Amount`` does, so "1E" CPU quotas neither wrap nor collapse to zero.
 
-The modules, by concern (each imports only from those listed before it):
+The modules, by concern (each imports only from those listed before it; the ``kueue`` contract in .importlinter
+checks it):
 
 * :mod:`.amounts`: amounts, their saturating arithmetic and their quantity form;
 * :mod:`.specs`: ClusterQueue / Cohort / ResourceFlavor specs, taints, tolerations and selectors;
