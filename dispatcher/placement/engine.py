@@ -86,7 +86,7 @@ class PlacementEngine(Evaluator):
 
     * a change that only added one of our reservations in another quota tree (and took no GPUs, or the shape
       wants none) leaves the verdict as it is;
-    * one in the same tree re-validates a ``Fit`` verdict cell by cell (``quota.fits_as_before``) and, when GPUs
+    * one in the same tree re-validates a ``Fit`` verdict cell by cell (``kueue.flavors.fits_as_before``) and, when GPUs
       changed, fits the GPUs again (cached per worker);
     * anything else evaluates it again.
 

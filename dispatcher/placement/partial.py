@@ -109,9 +109,10 @@ def partial_counts(
     """The largest reduced counts that Kueue's scheduler would admit, or ``None``.
 
     Call it when the full counts' assignment is neither ``Fit`` nor ``Preempt`` with targets, as Kueue does; the
-    arguments are :func:`~.quota.assign_flavors`'s. Kueue reduces the Workload's spec counts; ``pod_sets`` carry
-    counts already reduced by ``status.reclaimablePods`` (:func:`~.quota.workload_pod_sets`), which differ only for
-    a pending Workload some of whose pods already succeeded.
+    arguments are :func:`~.kueue.flavors.assign_flavors`'s. Kueue reduces the Workload's spec counts;
+    ``pod_sets`` carry counts already reduced by ``status.reclaimablePods``
+    (:func:`~.kueue.workloads.workload_pod_sets`), which differ only for a pending Workload some of whose pods
+    already succeeded.
     """
     if not can_be_partially_admitted(pod_sets):
         return None

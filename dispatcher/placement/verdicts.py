@@ -99,7 +99,7 @@ class _Slot:
     base: int
     gpu: int
     verdict: Verdict
-    #: For a ``Fit`` verdict: the quota checks that re-validate it after added usage (``quota.fit_checks``).
+    #: For a ``Fit`` verdict: the quota checks that re-validate it after added usage (``kueue.flavors.fit_checks``).
     checks: tuple[FitCheck, ...] | None
     #: The root of the verdict's quota tree on the worker: reservations in other trees cannot change it.
     root: str | None
