@@ -147,6 +147,8 @@ class FencingAgent:
         self._tasks: list[asyncio.Task[None]] = []
         self._busy: set[str] = set()
         self._steps: set[asyncio.Task[None]] = set()
+        #: Copies this agent fenced and told of (an Event, the count): once each.
+        self._told: set[str] = set()
         self.ready = asyncio.Event()
         self.registry = CollectorRegistry()
         self.fenced_total = Counter(
@@ -351,21 +353,28 @@ class FencingAgent:
                 f"{self.options.namespace}/{fencing_lease_name(state.origin)} for {silent:.0f}s (duration "
                 f"{state.duration:g}s) by this worker's fencing agent's clock; stopped so that it never runs twice"
             )
-            for wl in list(self.workloads_by_owner.get(uid, {}).values()):
-                await self._deactivate(wl, "its dispatcher's fencing Lease expired")
-            patch: Obj = {"metadata": {"uid": uid, "annotations": {L.FENCED: why}}}
-            node = patch
+            # In this order: the annotation first, so that the dispatcher learns why before it sees Kueue's eviction;
+            # then the Workloads deactivated, so that Kueue never starts the copy again once it is suspended.
+            name, ns = str(meta.get("name")), meta.get("namespace")
+            annotate: Obj = {"metadata": {"uid": uid, "annotations": {L.FENCED: why}}}
+            suspend: Obj = {"metadata": {"uid": uid}}
+            node = suspend
             for key in adapter.suspend_at:
                 node = node.setdefault(key, {})
             node["suspend"] = True
             try:
-                await self.client.patch(adapter.resource, meta.get("namespace"), str(meta.get("name")), patch)
+                if L.FENCED not in (meta.get("annotations") or {}):
+                    await self.client.patch(adapter.resource, ns, name, annotate)
+                for wl in list(self.workloads_by_owner.get(uid, {}).values()):
+                    await self._deactivate(wl, "its dispatcher's fencing Lease expired")
+                await self.client.patch(adapter.resource, ns, name, suspend)
             except KubeError as exc:
                 if exc.not_found or exc.code == 409:
                     return  # gone, or another object by that name now
                 raise
-            if L.FENCED in (meta.get("annotations") or {}):
-                return  # fenced before (its Workload was active again): counted and told then
+            if L.FENCED in (meta.get("annotations") or {}) or uid in self._told:
+                return  # fenced before (its Workload was active again, or an older event): counted and told then
+            self._told.add(uid)
             state.fenced += 1
             self.fenced_total.labels(state.origin).inc()
             self.events.emit(
@@ -453,9 +462,8 @@ class FencingAgent:
                         raise
                     body["metadata"]["name"] = AGENT_LEASE
                     body["spec"]["acquireTime"] = _micro_time(now)
-                    await self.client.create(
-                        LEASES, ns, {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **body}
-                    )
+                    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", **body}
+                    await self.client.create(LEASES, ns, lease)
             except KubeError as exc:
                 log.warning("heartbeat not written (%s)", exc)
             await asyncio.sleep(interval)

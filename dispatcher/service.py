@@ -76,6 +76,8 @@ PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasse
 #: the dispatcher delete a live copy and start it again elsewhere.
 MISSING_GRACE = 5.0
 UNSEEN_GRACE = 15.0
+#: How many 1 s looks an eviction by deactivation on a worker with a fencing agent waits for the agent's annotation.
+DEACTIVATED_WAITS = 5
 #: Pause before trying every worker again after all of them refused or timed out a workload.
 ROUND_BACKOFF = 30.0
 #: Recovering at least this many workloads freezes the loaded objects out of the cyclic GC (see ``_recover``).
@@ -1335,6 +1337,17 @@ class Dispatcher:
             and not is_true(snap.workload, "QuotaReserved")
             and ORDER[obs.state] < 4
         ):
+            if (
+                str(evicted.get("reason", "")).startswith("Deactivated")
+                and self.leases.fenced(live.cluster or "")
+                and live.reported.get("deactivated", 0) < DEACTIVATED_WAITS
+            ):
+                # Deactivated on a worker with a fencing agent: the agent annotates the copy before it deactivates
+                # the Workload, but the two reach us by different watches; give the copy's a moment, so that the
+                # workload is placed again as fenced (on that worker too), not as evicted.
+                live.reported["deactivated"] = live.reported.get("deactivated", 0) + 1
+                self.timers.add(time.monotonic() + 1.0, "resync", live.id, live.generation)
+                return None
             # The worker's Kueue evicted the copy (preempted, its queue stopped, pods not ready...): as MultiKueue
             # redoes admission on an eviction in a worker, the workload is placed again now, not at a timeout.
             # Not on that worker this time: the eviction event can arrive before its cause (the preemptor's
