@@ -17,6 +17,7 @@ from deploytools import REPO, kustomize
 Obj = dict[str, Any]
 SOURCE = "deploy/worker/agent"
 K = "kueue.x-k8s.io"
+NS, LEASE = "kueue-system", "coordination.k8s.io"
 KINDS = (("batch", "jobs"), ("jobset.x-k8s.io", "jobsets"), ("kubeflow.org", "pytorchjobs"),
          ("kubeflow.org", "tfjobs"), ("ray.io", "rayjobs"), ("ray.io", "rayclusters"))  # fmt: skip
 COPIES = "dispatcher/agent.py: Informer(self.client, adapter.resource, handler, label_selector=L.ORIGIN)"
@@ -31,10 +32,10 @@ NEEDS: dict[tuple[str | None, str | None, str, str, tuple[str, ...]], str] = {
     (None, "", "events", "create", ()): "dispatcher/events.py: await self.client.create(EVENTS,",
     (None, None, "/apis/kueue.x-k8s.io", "get", ()): 'dispatcher/agent.py: request("GET", f"/apis/{KUEUE_GROUP}"',
     (None, None, "/apis/kueue.x-k8s.io/*", "get", ()): 'dispatcher/agent.py: request("GET", f"/apis/{KUEUE_GROUP}"',
-    ("kueue-system", "coordination.k8s.io", "leases", "list", ()): "dispatcher/agent.py: Informer(self.client, LEASES,",
-    ("kueue-system", "coordination.k8s.io", "leases", "watch", ()): "dispatcher/agent.py: Informer(self.client, LEASES,",
-    ("kueue-system", "coordination.k8s.io", "leases", "create", ()): "dispatcher/agent.py: await self.client.create(LEASES, ns, lease)",
-    ("kueue-system", "coordination.k8s.io", "leases", "patch", ("kueue-dispatcher-agent",)):
+    (NS, LEASE, "leases", "list", ()): "dispatcher/agent.py: Informer(self.client, LEASES,",
+    (NS, LEASE, "leases", "watch", ()): "dispatcher/agent.py: Informer(self.client, LEASES,",
+    (NS, LEASE, "leases", "create", ()): "dispatcher/agent.py: await self.client.create(LEASES, ns, lease)",
+    (NS, LEASE, "leases", "patch", ("kueue-dispatcher-agent",)):
         "dispatcher/agent.py: await self.client.patch(LEASES, ns, AGENT_LEASE, body)",
 }  # fmt: skip
 
