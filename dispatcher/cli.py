@@ -400,7 +400,17 @@ def _cmd_drill(args: argparse.Namespace) -> int:
         fault_command=args.fault_command,
         heal_command=args.heal_command,
         keep=args.keep,
+        fencing=args.fencing,
+        fencing_lease=args.fencing_lease,
+        fencing_grace=args.fencing_grace,
+        agent_down=args.agent_down,
     )
+    if remote and (args.agent_down or args.fencing_lease or args.fencing_grace is not None):
+        raise UsageError(
+            "--agent-down, --fencing-lease and --fencing-grace are for --sim (a running dispatcher has its own)"
+        )
+    if args.agent_down and args.fencing != "agent":
+        raise UsageError("--agent-down needs --fencing agent (there is no agent to stop)")
     return asyncio.run(run_remote_drill(options) if remote else run_drill(options))
 
 
@@ -679,6 +689,15 @@ def build_parser() -> argparse.ArgumentParser:
     drill.add_argument("--fault-command", help="shell command that fails the worker, e.g. docker stop …")
     drill.add_argument("--heal-command", help="shell command that brings it back, e.g. docker start …")
     drill.add_argument("--keep", action="store_true", help="keep the drill's Jobs on the manager afterwards")
+    drill.add_argument(
+        "--fencing",
+        choices=["agent", "none"],
+        default="agent",
+        help="--sim: a fencing agent in each worker (exactly once) or none (at-least-once); default %(default)s",
+    )
+    drill.add_argument("--agent-down", action="store_true", help="--sim: stop the victim's fencing agent first")
+    drill.add_argument("--fencing-lease", type=float, help="--sim: fencing Lease duration, s (default: lost timeout)")
+    drill.add_argument("--fencing-grace", type=float, help="--sim: fencing grace, s (default: half the lost timeout)")
     drill.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     drill.add_argument("--replicas", type=int, default=2, help="leader-kill: dispatcher replicas (default 2)")
     drill.add_argument("--db-url", help="leader-kill: PostgreSQL server URL (a fresh database is made beside it)")

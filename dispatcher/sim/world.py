@@ -230,6 +230,8 @@ class SimWorld:
             _write_private(directory / f"{c.name}.kubeconfig", c.kubeconfig())
         for w in self.workers:
             _write_private(directory / f"{w.name}.agent.kubeconfig", w.agent_kubeconfig())
+            # From inside the worker (what `rig up --real` writes too): drills look into a partitioned worker.
+            _write_private(directory / f"{w.name}.inside.kubeconfig", w.agent_kubeconfig())
         config: Obj = {
             "manager": {"kubeconfig": str((directory / "manager.kubeconfig").resolve()), "context": "manager"},
             "workers": [

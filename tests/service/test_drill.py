@@ -27,16 +27,45 @@ async def test_down_drill_fails_over_every_job_without_duplicates_or_losses() ->
     assert "re-placed off" in err.getvalue()  # the progress bar
 
 
-async def test_partition_drill_reports_the_at_least_once_limit_honestly() -> None:
+async def test_partition_drill_with_fencing_agents_runs_no_job_twice() -> None:
+    """Issue 21's drill: 100 jobs, 3 workers, 5 s lost timeout, a partition: the victim's fencing agent stops its
+    copies before they start elsewhere (0 duplicates, 0 overlapping seconds, 0 lost)."""
     out, err = io.StringIO(), io.StringIO()
-    code = await run_drill(DrillOptions(jobs=20, lost_timeout=2.0, mode="partition", json=True), out, err)
+    options = DrillOptions(workers=3, jobs=100, lost_timeout=5.0, mode="partition", json=True)
+    code = await run_drill(options, out, err)
+    report = json.loads(out.getvalue())
+    assert code == 0, report
+    assert report["fencing"] == "agent" and report["affected"] > 0
+    assert report["duplicates"] == 0 and report["overlap_seconds"] == 0 and report["overlap_per_job"] == {}
+    assert report["lost"] == 0 and report["at_risk"] == 0
+    # Not before the agent stopped them: the fencing Lease (5 s) and the grace (2.5 s) after the last renewal.
+    assert report["replacement_seconds"] is not None and report["detection_seconds"] + report["replacement_seconds"] > 5
+    assert report["fenced"] == report["affected"], "the stopped stale copies are deleted when the worker returns"
+
+
+async def test_partition_drill_without_fencing_reports_the_at_least_once_limit_honestly() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    options = DrillOptions(jobs=20, lost_timeout=2.0, mode="partition", json=True, fencing="none")
+    code = await run_drill(options, out, err)
     report = json.loads(out.getvalue())
     # A partitioned worker keeps running its copies while they run again elsewhere: reported, and exit 1.
     assert report["affected"] > 0 and report["lost"] == 0
     assert report["duplicates"] == report["affected"] and code == 1
-    assert "no-failover" in report["note"]
-    # How long they overlapped, not only that they did: every duplicate ran twice for a measurable time.
+    assert "no-failover" in report["note"] and "fencing: none" in report["note"]
+    # How long they overlapped, not only that they did: every duplicate ran twice for a measurable time, per job.
     assert report["overlap_seconds"] > 0 and 0 < report["overlap_seconds_max"] <= report["overlap_seconds"]
+    assert len(report["overlap_per_job"]) == report["duplicates"]
+    assert all(name.startswith("drill-") and seconds > 0 for name, seconds in report["overlap_per_job"].items())
+
+
+async def test_partition_drill_with_the_victims_agent_down_shows_what_is_at_risk() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    options = DrillOptions(jobs=20, lost_timeout=2.0, mode="partition", json=True, agent_down=True)
+    code = await run_drill(options, out, err)
+    report = json.loads(out.getvalue())
+    assert code == 1 and report["agent_down"] and report["affected"] > 0
+    assert report["at_risk"] == report["affected"] == report["duplicates"]
+    assert "was down" in report["note"] and "at risk" in report["note"]
 
 
 async def test_drill_cli_prints_the_json_report_keys() -> None:
