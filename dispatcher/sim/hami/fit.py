@@ -380,7 +380,8 @@ def node_score(devices: Sequence[DeviceUsage]) -> float:
 
 @dataclass
 class PodFit:
-    """A pod placed on one node: its devices per container (init containers first) and the node's score."""
+    """A pod placed on one node: its devices per container with GPUs, init containers first (see :func:`fit_pod`),
+    and the node's score."""
 
     devices: list[list[ContainerDevice]] = field(default_factory=list)
     score: float = 0.0
@@ -389,12 +390,20 @@ class PodFit:
 def fit_pod(
     requests: Sequence[ContainerRequest | None], num_init: int, pod: _Pod, node: _Node
 ) -> tuple[PodFit | None, str]:
-    """``scoreNode``: the pod's devices on this node, or why it does not fit."""
+    """``scoreNode``: the pod's devices on this node, or why it does not fit.
+
+    HAMi keeps the pod's devices per device type and pads a container without GPUs with an empty entry under
+    each type name the node's GPUs carry (``nodeDeviceBaseTypes``); the annotation is written from the
+    ``NVIDIA`` list, so the empty entries show only on a node whose GPUs are typed exactly ``NVIDIA`` (never for
+    ``NVIDIA-<model>``: the annotation then lists only the containers that got GPUs).
+    """
+    pad = any(s.device.info.type == NVIDIA for s in node.devices)
     fit = PodFit()
     for i in range(num_init):
         req = requests[i]
         if req is None:
-            fit.devices.append([])
+            if pad:
+                fit.devices.append([])
             continue
         ok, taken, reason = _fit_container(node.copy(), req, pod)
         if not ok:
@@ -404,7 +413,8 @@ def fit_pod(
     fit.score = node_score([s.device for s in app.devices])
     for req in requests[num_init:]:
         if req is None:
-            fit.devices.append([])
+            if pad:
+                fit.devices.append([])
             continue
         ok, taken, reason = _fit_container(app, req, pod)
         if not ok:
