@@ -39,11 +39,13 @@ from _common import emit, machine, machine_line, median, parser, rnd, rss_bytes
 
 from dispatcher.config import Policy
 from dispatcher.live import Live
-from dispatcher.placement.engine import PendingWorkload, PlacementEngine
+from dispatcher.placement.engine import PlacementEngine
 from dispatcher.placement.gpu import HamiFitter, WorkerGpus, sync_worker
+from dispatcher.placement.hami.names import HANDSHAKE_ANNOTATION, REGISTER_ANNOTATION
+from dispatcher.placement.hami.nodecodec import encode_node_devices, register_device
 from dispatcher.placement.queue import PendingQueue
-from dispatcher.placement.vgpu import HANDSHAKE_ANNOTATION, REGISTER_ANNOTATION, encode_node_devices, register_device
 from dispatcher.placement.worker import WorkerCapacity
+from dispatcher.placement.workload import PendingWorkload
 from dispatcher.quantity import parse_quantity
 
 Obj = dict[str, Any]

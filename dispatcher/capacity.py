@@ -26,7 +26,7 @@ from . import labels as L
 from .kube.client import ClusterClient, KubeError, Resource
 from .kube.informer import Informer
 from .placement.gpu import WorkerGpus
-from .placement.vgpu import REGISTER_ANNOTATION
+from .placement.hami.names import REGISTER_ANNOTATION
 from .placement.worker import WorkerCapacity
 
 __all__ = ["KUEUE_CONFIG", "WorkerView", "kueue_resource"]

@@ -57,11 +57,22 @@ def _cmd_sim_up(args: argparse.Namespace) -> int:
         default_run_seconds=args.run_seconds,
         manager_kueue=args.manager_kueue,
     )
+    inside = None if args.no_fencing_agents else _fencing_agents
     try:
-        return asyncio.run(run_sim_up(options, Path(args.dir).resolve(), topology))
+        return asyncio.run(run_sim_up(options, Path(args.dir).resolve(), topology, inside=inside))
     except TopologyError as exc:
         # An object of the topology that the simulated API server refused (e.g. an invalid ClusterQueue).
         raise UsageError(f"--topology {args.topology or '(default)'}: {exc}") from None
+
+
+async def _fencing_agents(world: Any, directory: Path) -> Callable[[], Any]:
+    """A fencing agent inside each simulated worker (as deploy/worker/agent/ runs one in a real worker)."""
+    from .agent import AgentGroup
+    from .config import KubeconfigRef
+
+    refs = {w.name: KubeconfigRef(path=str(directory / f"{w.name}.agent.kubeconfig")) for w in world.workers}
+    group = await AgentGroup.start(refs)
+    return group.stop
 
 
 # -- rig (real components) ------------------------------------------------------------------------------
@@ -97,6 +108,47 @@ def _cmd_rig_down(args: argparse.Namespace) -> int:
     except RigError as exc:
         raise UsageError(str(exc)) from None
     return 0
+
+
+# -- agent -------------------------------------------------------------------------------------------
+
+
+def _cmd_agent(args: argparse.Namespace) -> int:
+    import signal
+
+    from .agent import AgentOptions, serve
+    from .config import KubeconfigRef
+    from .logs import setup_logging
+
+    if args.in_cluster == bool(args.kubeconfig):
+        raise UsageError("agent: give --kubeconfig (the worker's) or --in-cluster, one of them")
+    if args.heartbeat_interval <= 0:
+        raise UsageError(f"agent: --heartbeat-interval must be > 0, got {args.heartbeat_interval}")
+    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+        raise UsageError(f"agent: --kubeconfig {args.kubeconfig}: no such file")
+    setup_logging(args.log_level)
+    kube = (
+        KubeconfigRef(in_cluster=True) if args.in_cluster else KubeconfigRef(path=args.kubeconfig, context=args.context)
+    )
+    options = AgentOptions(
+        namespace=args.namespace, heartbeat_interval=args.heartbeat_interval, origins=tuple(args.origin or ())
+    )
+    if args.identity:
+        options = AgentOptions(
+            namespace=options.namespace,
+            identity=args.identity,
+            heartbeat_interval=options.heartbeat_interval,
+            origins=options.origins,
+        )
+
+    async def run() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await serve(kube, options, args.listen, stop)
+
+    return asyncio.run(run())
 
 
 # -- db ----------------------------------------------------------------------------------------------
@@ -523,6 +575,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--topology", help="YAML file replacing the default nodes and Kueue objects")
     up.add_argument("--run-seconds", type=float, default=2.0, help="default run time of a simulated pod")
     up.add_argument("--manager-kueue", action="store_true", help="also run the Kueue emulation on the manager")
+    up.add_argument(
+        "--no-fencing-agents",
+        action="store_true",
+        help="run no fencing agent in the workers (clusters.yaml then says fencing: none: at-least-once failover)",
+    )
     up.set_defaults(func=_cmd_sim_up)
 
     rig = sub.add_parser("rig", help="clusters to run the dispatcher against: simulated, or real components (--real)")
@@ -541,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     rup.add_argument("--topology", help="YAML file replacing the default nodes and Kueue objects")
     rup.add_argument("--run-seconds", type=float, default=2.0, help="default run time of a pod")
     rup.add_argument("--bin-dir", help="folder of the built components (default $DISPATCHER_RIG_BIN, else rig/.bin)")
-    rup.set_defaults(func=_cmd_rig_up, manager_kueue=False)
+    rup.set_defaults(func=_cmd_rig_up, manager_kueue=False, no_fencing_agents=False)
     rdown = rig_sub.add_parser("down", help="stop the rig of `rig up --real --dir D`; nothing is left running")
     rdown.add_argument("--dir", required=True)
     rdown.set_defaults(func=_cmd_rig_down)
@@ -671,6 +728,25 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--running", action="store_true", help="drain: also move admitted and running workloads")
     api_args(cl)
     cl.set_defaults(func=_cmd_cluster)
+
+    agent = sub.add_parser(
+        "agent",
+        help="the fencing agent of one worker: stops the dispatcher's copies there when its Lease is not renewed",
+    )
+    agent.add_argument("--kubeconfig", help="the worker cluster's kubeconfig (the agent runs inside that cluster)")
+    agent.add_argument("--context", help="context of --kubeconfig (default: its current context)")
+    agent.add_argument("--in-cluster", action="store_true", help="use the pod's ServiceAccount (deploy/worker/)")
+    agent.add_argument(
+        "--namespace", default="kueue-system", help="namespace of the fencing Leases (default %(default)s)"
+    )
+    agent.add_argument(
+        "--origin", action="append", help="fence only this dispatcher's copies (repeatable; default all)"
+    )
+    agent.add_argument("--identity", help="holderIdentity of the agent's heartbeat (default: $POD_NAME, else hostname)")
+    agent.add_argument("--heartbeat-interval", type=float, default=5.0, help="seconds (default %(default)s)")
+    agent.add_argument("--listen", help="HOST:PORT for /healthz, /readyz and /metrics (default: none)")
+    agent.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    agent.set_defaults(func=_cmd_agent)
 
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True)

@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_SECRET_NAMESPACE",
     "ConfigError",
     "DispatcherConfig",
+    "FencingPolicy",
     "KubeconfigRef",
     "Policy",
     "ScoringWeights",
@@ -122,6 +123,28 @@ class WorkerConfig:
     weight: float = 1.0
     labels: Mapping[str, str] = field(default_factory=dict)
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    #: ``agent``: a fencing agent runs in the worker (``dispatcher agent``, deploy/worker/agent.yaml); the
+    #: dispatcher renews a Lease there and a Lost worker's workloads start elsewhere only once the agent has stopped
+    #: them (exactly once). ``none``: failover from a partitioned worker is at-least-once.
+    fencing: str = "none"
+
+
+@dataclass(frozen=True)
+class FencingPolicy:
+    """The fencing Lease a dispatcher renews in each worker with ``fencing: agent`` (see dispatcher/agent.py)."""
+
+    #: The agent fences the copies when it has not seen the Lease renewed for this long (its own clock).
+    lease_duration: float = 40.0
+    #: Beyond the lease duration, how long the dispatcher waits before it starts a Lost worker's workloads
+    #: elsewhere: time for the agent to notice and act, for the pods to stop (their termination grace), and for
+    #: clock drift between the two.
+    grace: float = 30.0
+    #: The worker namespace of the Lease (and of the agent's heartbeat Lease).
+    namespace: str = "kueue-system"
+
+    @property
+    def renew_interval(self) -> float:
+        return self.lease_duration / 4
 
 
 @dataclass(frozen=True)
@@ -152,6 +175,7 @@ class Policy:
     create_namespaces: bool = True
     incremental_round: int = 3
     incremental_interval: float = 300.0
+    fencing: FencingPolicy = field(default_factory=FencingPolicy)
 
     def namespace_allowed(self, namespace: str) -> bool:
         return not self.allowed_namespaces or namespace in self.allowed_namespaces
@@ -282,11 +306,28 @@ def _incremental(raw: Mapping[str, Any]) -> tuple[int, float]:
     return per_round, interval
 
 
-def _positive_duration(raw: Mapping[str, Any], key: str, default: float) -> float:
-    value = parse_duration(raw.get(key, default), f"policy.{key}")
+def _positive_duration(raw: Mapping[str, Any], key: str, default: float, path: str = "policy") -> float:
+    value = parse_duration(raw.get(key, default), f"{path}.{key}")
     if value <= 0:
-        raise ConfigError(f"policy.{key}: must be > 0, got {raw.get(key)!r}")
+        raise ConfigError(f"{path}.{key}: must be > 0, got {raw.get(key)!r}")
     return value
+
+
+def _fencing(raw: Mapping[str, Any]) -> FencingPolicy:
+    fencing = raw.get("fencing", {}) or {}
+    _expect(fencing, dict, "policy.fencing", "a mapping with leaseDuration, grace and namespace")
+    p = _Problems()
+    p.check(_unknown, fencing, {"leaseDuration", "grace", "namespace"}, "policy.fencing")
+    defaults = FencingPolicy()
+    duration = p.check(
+        _positive_duration, fencing, "leaseDuration", defaults.lease_duration, "policy.fencing", default=40.0
+    )
+    grace = p.check(parse_duration, fencing.get("grace", defaults.grace), "policy.fencing.grace", default=30.0)
+    namespace = fencing.get("namespace", defaults.namespace)
+    if not isinstance(namespace, str) or not _NAME.match(namespace):
+        p.messages.append(f"policy.fencing.namespace: must be a namespace name, got {namespace!r}")
+    p.raise_any()
+    return FencingPolicy(lease_duration=duration, grace=grace, namespace=namespace)
 
 
 def _policy(raw: Any) -> Policy:
@@ -306,6 +347,7 @@ def _policy(raw: Any) -> Policy:
         "gcInterval",
         "createNamespaces",
         "incremental",
+        "fencing",
     }
     p = _Problems()
     p.check(_unknown, raw, allowed, "policy")
@@ -328,6 +370,7 @@ def _policy(raw: Any) -> Policy:
     gc_interval = p.check(_positive_duration, raw, "gcInterval", 60, default=60.0)
     retention = p.check(parse_duration, raw.get("finishedRetention", 600), "policy.finishedRetention", default=600.0)
     records = p.check(_positive_duration, raw, "recordRetention", 7 * 24 * 3600, default=7 * 24 * 3600.0)
+    fencing = p.check(_fencing, raw, default=FencingPolicy())
     p.raise_any()
     return Policy(
         mode=mode,
@@ -343,6 +386,7 @@ def _policy(raw: Any) -> Policy:
         create_namespaces=bool(create_ns),
         incremental_round=per_round,
         incremental_interval=interval,
+        fencing=fencing,
     )
 
 
@@ -352,7 +396,7 @@ def _worker(entry: Any, path: str, base: Path, seen: set[str]) -> WorkerConfig:
     p.check(
         _unknown,
         w,
-        {"name", "kubeconfig", "context", "secretRef", "inCluster", "weight", "labels", "maxInFlight"},
+        {"name", "kubeconfig", "context", "secretRef", "inCluster", "weight", "labels", "maxInFlight", "fencing"},
         path,
     )
     name = w.get("name")
@@ -376,6 +420,12 @@ def _worker(entry: Any, path: str, base: Path, seen: set[str]) -> WorkerConfig:
     max_in_flight = w.get("maxInFlight", DEFAULT_MAX_IN_FLIGHT)
     if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
         p.messages.append(f"{path}.maxInFlight: must be an integer >= 1, got {max_in_flight!r}")
+    fencing = w.get("fencing", "none")
+    if fencing not in ("agent", "none"):
+        p.messages.append(
+            f"{path}.fencing: must be agent (a fencing agent runs in the worker: exactly-once failover) or none "
+            f"(at-least-once), got {fencing!r}"
+        )
     p.raise_any()
     return WorkerConfig(
         name=name,
@@ -383,6 +433,7 @@ def _worker(entry: Any, path: str, base: Path, seen: set[str]) -> WorkerConfig:
         weight=weight,
         labels={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in labels.items()},
         max_in_flight=max_in_flight,
+        fencing=str(fencing),
     )
 
 

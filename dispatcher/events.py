@@ -25,8 +25,11 @@ COMPONENT = "kueue-dispatcher"
 
 
 class EventRecorder:
-    def __init__(self, client: ClusterClient, *, window: float = 600.0, queue_size: int = 10_000) -> None:
+    def __init__(
+        self, client: ClusterClient, *, window: float = 600.0, queue_size: int = 10_000, component: str = COMPONENT
+    ) -> None:
         self.client = client
+        self.component = component
         self.window = window
         self._seen: dict[tuple[str, str, str, str], float] = {}
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=queue_size)
@@ -76,9 +79,9 @@ class EventRecorder:
             "type": type_,
             "reason": reason,
             "message": message[:1024],
-            "source": {"component": COMPONENT},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": COMPONENT,
+            "source": {"component": self.component},
+            "reportingComponent": self.component,
+            "reportingInstance": self.component,
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,
             "count": 1,

@@ -13,11 +13,17 @@ owns) has been deleted — listed fresh from the worker, not from a cache that m
 Only then is it Ready. Status from a stale generation never reaches the manager anyway: the status
 sync only reads copies whose generation label matches the workload's current generation.
 
+**Exactly once across a partition** needs a fencing agent in the worker (``fencing: agent``; see
+:mod:`dispatcher.agent` and :mod:`dispatcher.worker_lease`): a Lost worker's workloads are placed elsewhere only
+once ``leaseDuration + grace`` has passed since the last fencing-Lease renewal sent there, by which time the agent
+has stopped them. If the worker answers again before that, nothing fails over.
+
 What is guaranteed: no workload is lost; a workload is never placed on two workers by the dispatcher
-at the same generation; stale copies are deleted before their worker is trusted again. What is not: a
-*partitioned* worker (alive, unreachable) keeps running the copies it has, so a workload failed over
-from it may run twice until the partition heals — the same as MultiKueue after its worker-lost timeout.
-Use ``no-failover`` for workloads that must run at most once.
+at the same generation; stale copies are deleted before their worker is trusted again; with a running fencing
+agent, a copy on a partitioned worker has stopped before its workload starts elsewhere. What is not, with
+``fencing: none`` (or an agent that is down): a *partitioned* worker (alive, unreachable) keeps running the
+copies it has, so a workload failed over from it may run twice until the partition heals — the same as
+MultiKueue after its worker-lost timeout. Use ``no-failover`` for workloads that must run at most once there.
 """
 
 from __future__ import annotations
@@ -67,14 +73,18 @@ class Failover:
         ]
 
     async def worker_lost(self, worker: str) -> int:
-        """Move every open workload off ``worker`` (one transaction). Returns how many moved or failed."""
+        """Move every open workload off ``worker`` (one transaction), once its fencing agent (if it has one) has
+        stopped the copies there. Returns how many moved or failed."""
         svc = self.service
+        self.lost_at[worker] = time.monotonic()
+        fencing = await self._await_fencing(worker)
+        if fencing is None:
+            return 0
         async with self._lock(worker):
-            self.lost_at[worker] = time.monotonic()
             affected = self.affected(worker)
             if not affected:
                 return 0
-            move_reason = f"worker {worker} was lost; placing it again"
+            move_reason = f"worker {worker} was lost; placing it again ({fencing})"
             # The generation moves for no-failover workloads too: the copy left on the lost worker is stale, so
             # it is fenced (deleted) when the worker returns and its status never reaches the manager.
             fail_reason = (
@@ -119,6 +129,50 @@ class Failover:
             log.warning("worker %s lost: %d workloads moved or failed", worker, moved)
             svc.wake_placement()
             return moved
+
+    async def _await_fencing(self, worker: str) -> str | None:
+        """With a fencing agent: wait until it has stopped the copies on ``worker`` (the last fencing-Lease renewal
+        sent there plus the lease duration and the grace). Returns what the move's reason says of the copies left
+        there, or None when the worker answered again meanwhile (nothing to fail over)."""
+        svc = self.service
+        leases = svc.leases
+        if not leases.fenced(worker):
+            return "fencing: none, so its copies may still run there: at-least-once"
+        up = leases.agent_up(worker)
+        told = False
+        # Again after each wait: the worker may have answered (renewals resumed) and been lost again meanwhile.
+        while (wait := leases.safe_at(worker) - leases.clock()) > 0:
+            if told:
+                await asyncio.sleep(wait)
+                continue
+            told = True
+            affected = self.affected(worker)
+            log.warning(
+                "worker %s lost: waiting %.1fs for its fencing agent to stop the %d copies there before placing them "
+                "elsewhere",
+                worker,
+                wait,
+                len(affected),
+            )
+            for live in affected:
+                svc.emit(
+                    live,
+                    "Normal",
+                    "WaitingForFencing",
+                    f"worker {worker} was lost; placing it elsewhere in {wait:.0f}s, once the fencing agent there has "
+                    "stopped its copy (the fencing Lease expires)",
+                )
+            await asyncio.sleep(wait)
+        if svc.health.state(worker) != HealthState.LOST:
+            log.warning("worker %s answered again before its copies were fenced: nothing failed over", worker)
+            return None
+        if up is False:
+            return (
+                "its fencing agent was not running when it was lost, so its copies may still run there: at-least-once"
+            )
+        if up is None:
+            return "no heartbeat of its fencing agent was ever seen, so its copies may still run there: at-least-once"
+        return "its fencing agent has stopped the copies there"
 
     async def fence(self, worker: str) -> int:
         """Delete every copy on ``worker`` that no current placement owns; then trust the worker again."""

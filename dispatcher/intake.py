@@ -22,7 +22,7 @@ from .adapters.base import Adapter
 from .events import EventRecorder
 from .kube.client import ClusterClient
 from .kube.informer import Informer
-from .placement.vgpu import hami_problem
+from .placement.hami.webhook import hami_problem
 from .resources import InvalidRequest
 from .store.models import Workload, WorkloadState
 from .store.repo import NewWorkload, Repo

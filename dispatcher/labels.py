@@ -19,6 +19,15 @@ PLACEMENT_ID = f"{DOMAIN}/placement-id"
 #: with the origin, that selects such pods for the dispatcher to lift the gate on the winner's.
 RACE_GATE = f"{DOMAIN}/race"
 
+# Fencing (dispatcher/agent.py, dispatcher/worker_lease.py).
+#: On the Lease a dispatcher renews in each worker, valued with its origin: what the worker's fencing agent watches.
+FENCING = f"{DOMAIN}/fencing"
+#: On a copy the fencing agent stopped: when and why (the dispatcher places such a workload again).
+FENCED = f"{DOMAIN}/fenced"
+#: On the fencing agent's own heartbeat Lease; its status (per origin: expired, fenced) in AGENT_STATUS.
+AGENT = f"{DOMAIN}/agent"
+AGENT_STATUS = f"{DOMAIN}/agent-status"
+
 # On manager objects, written by the dispatcher.
 CLUSTER = f"{DOMAIN}/cluster"
 STATE = f"{DOMAIN}/state"

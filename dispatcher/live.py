@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .placement.engine import PendingWorkload, PodSetSpec
+from .placement.workload import PendingWorkload, PodSetSpec
 from .store.models import Workload, WorkloadState
 
 __all__ = ["Live", "LiveSet"]

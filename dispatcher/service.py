@@ -49,7 +49,7 @@ from .health import HealthMachine, HealthMonitor, HealthState
 from .intake import Intake, PriorityResolver
 from .kube.client import ClusterClient, KubeError, Resource, connect
 from .kube.informer import Informer
-from .leader import LeaderElectionConfig, LeaderElector
+from .leader import LeaderElectionConfig, LeaderElector, default_identity
 from .live import Live, LiveSet
 from .metrics import Metrics
 from .mirror import create_copy, delete_copy, is_our_copy
@@ -62,6 +62,7 @@ from .report import ManagerReports
 from .store.models import PlacementState, Workload, WorkloadState, utcnow
 from .store.repo import PlacementIntent, RaceIntent, Repo, Transition
 from .sync import ORDER, PLACEMENT_STATE, RemoteSnapshot, condition, is_true, observe, write_manager
+from .worker_lease import WorkerLeases
 
 __all__ = ["Dispatcher"]
 
@@ -75,6 +76,8 @@ PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasse
 #: the dispatcher delete a live copy and start it again elsewhere.
 MISSING_GRACE = 5.0
 UNSEEN_GRACE = 15.0
+#: How many 1 s looks an eviction by deactivation on a worker with a fencing agent waits for the agent's annotation.
+DEACTIVATED_WAITS = 5
 #: Pause before trying every worker again after all of them refused or timed out a workload.
 ROUND_BACKOFF = 30.0
 #: Recovering at least this many workloads freezes the loaded objects out of the cyclic GC (see ``_recover``).
@@ -199,6 +202,14 @@ class Dispatcher:
         self.health = HealthMonitor(interval=interval, on_change=self._on_health)
         self.gc = GarbageCollector(self)
         self.failover = Failover(self)
+        #: The fencing Leases of the workers with ``fencing: agent`` (see dispatcher/agent.py).
+        self.leases = WorkerLeases(
+            self.clients,
+            [w.name for w in config.workers if w.fencing == "agent"],
+            self.policy.fencing,
+            origin=config.origin,
+            identity=(election.identity if election is not None and election.identity else default_identity()),
+        )
         self.batcher = TransitionBatcher(repo, self._retry)
         #: allAtOnce / incremental: races of several copies in progress.
         self.races = Races(self)
@@ -259,6 +270,7 @@ class Dispatcher:
                 view.last_contact,
             )
             view.start()
+        self.leases.watch_agents()
         self._priority_informer = Informer(self.manager, PRIORITY_CLASSES, self._on_priority_class)
         self._priority_informer.start()
         self.intake = Intake(
@@ -333,6 +345,8 @@ class Dispatcher:
     async def _lead(self) -> None:
         """Start acting: resume every open workload from SQL, take the manager's objects, start the loops."""
         assert self.intake is not None
+        # Renewing first: a dispatcher that was down for long has let the agents fence; from now on they stop.
+        self.leases.start()
         await self._recover()
         self.intake.activate(list(self.live.by_uid))
         self._tasks = [
@@ -425,6 +439,7 @@ class Dispatcher:
     async def _halt(self) -> None:
         self._stopping = True
         self._stop_event.set()
+        await self.leases.stop()
         pending = {*self._tasks, *self._steps}
         # asyncio.wait_for on Python 3.11 can swallow a cancellation that races with a completed read, so a
         # task may need to be cancelled more than once; every retry loop also checks ``_stopping``.
@@ -471,6 +486,7 @@ class Dispatcher:
         if self.elector is not None:
             await self.elector.stop()  # revokes the fence first: nothing is written from here on
         await self._halt()
+        await self.leases.close()
         await self.health.stop()
         if self.intake is not None:
             await self.intake.stop()
@@ -681,6 +697,12 @@ class Dispatcher:
         machine = self.health.machines.get(name)
         cap.health_reason = machine.reason if machine is not None and new == HealthState.NOT_READY else ""
         cap.touch()
+        # The fencing Lease: no longer renewed once the worker is Lost (its agent fences, and failover counts from
+        # the last renewal sent); renewed again as soon as it answers.
+        if new == HealthState.LOST:
+            self.leases.hold(name)
+        elif old == HealthState.LOST or new in (HealthState.RECOVERING, HealthState.READY):
+            self.leases.release(name)
         if not self.leading:
             return  # a standby only keeps the state; the leader records it and acts (see _resume_health)
         self._record_health(name, new)
@@ -1113,6 +1135,7 @@ class Dispatcher:
         timed_out: bool = False,
         rejected: bool = False,
         drained: bool = False,
+        fenced: bool = False,
     ) -> None:
         """Close the current placement, delete its copy, and put the workload back to Pending (new generation)."""
         cluster = live.cluster or ""
@@ -1120,6 +1143,8 @@ class Dispatcher:
         outcome = PlacementState.TIMED_OUT if timed_out else PlacementState.REJECTED
         if drained:
             outcome = PlacementState.DRAINED
+        elif fenced:
+            outcome = PlacementState.FENCED
         self.metrics.placement_ended(cluster, outcome)
         if live.placement_id is not None:
             pid = live.placement_id
@@ -1146,7 +1171,11 @@ class Dispatcher:
                 "excluded": excluded,
                 "reason": reason,
             },
-            event=("TimedOut" if timed_out else "Drained" if drained else "Rejected", f"{cluster}: {reason}", None),
+            event=(
+                "TimedOut" if timed_out else "Drained" if drained else "Fenced" if fenced else "Rejected",
+                f"{cluster}: {reason}",
+                None,
+            ),
             cluster=cluster,
         )
         (ok,) = await self._retry("move elsewhere", lambda: self.repo.apply([t]))
@@ -1283,6 +1312,15 @@ class Dispatcher:
                     self.timers.add(live.placed_at + grace + 0.1, "resync", live.id, live.generation)
             return None
         live.remote_seen = True
+        fenced = ((remote.get("metadata") or {}).get("annotations") or {}).get(L.FENCED)
+        if fenced and not adapter.finished(remote):
+            # The worker's fencing agent stopped this copy (our fencing Lease expired there: a partition, or this
+            # dispatcher was down). Only the dispatcher resumes it: placed again, on that worker too if it fits.
+            live.busy = True
+            why = f"stopped on {live.cluster} by its fencing agent: {fenced}"
+            self._emit(live, "Warning", "FencedByAgent", f"{why}; placing it again")
+            self._spawn(self._move_elsewhere(live, why, exclude=False, fenced=True), live)
+            return None
         remote_uid = (remote.get("metadata") or {}).get("uid")
         if remote_uid and remote_uid != live.remote_uid:
             self.live.set_remote(live, live.cluster, remote_uid)
@@ -1299,6 +1337,17 @@ class Dispatcher:
             and not is_true(snap.workload, "QuotaReserved")
             and ORDER[obs.state] < 4
         ):
+            if (
+                str(evicted.get("reason", "")).startswith("Deactivated")
+                and self.leases.fenced(live.cluster or "")
+                and live.reported.get("deactivated", 0) < DEACTIVATED_WAITS
+            ):
+                # Deactivated on a worker with a fencing agent: the agent annotates the copy before it deactivates
+                # the Workload, but the two reach us by different watches; give the copy's a moment, so that the
+                # workload is placed again as fenced (on that worker too), not as evicted.
+                live.reported["deactivated"] = live.reported.get("deactivated", 0) + 1
+                self.timers.add(time.monotonic() + 1.0, "resync", live.id, live.generation)
+                return None
             # The worker's Kueue evicted the copy (preempted, its queue stopped, pods not ready...): as MultiKueue
             # redoes admission on an eviction in a worker, the workload is placed again now, not at a timeout.
             # Not on that worker this time: the eviction event can arrive before its cause (the preemptor's

@@ -14,7 +14,7 @@ import argparse
 import sys
 import uuid
 
-from dispatcher.placement.vgpu import encode_node_devices, register_device
+from dispatcher.placement.hami.nodecodec import encode_node_devices, register_device
 from dispatcher.sim.topology import GpuSpec
 
 #: The namespace of the GPU UUIDs (uuid5 of "NODE/INDEX"): any fixed value; this one is the rig's own.

@@ -16,6 +16,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 # The builders of the Kueue conformance cases (kueuebuild), shared with tests/placement.
 sys.path.insert(0, str(Path(__file__).parent / "conformance" / "kueue"))
+# The builders of the HAMi rule tests (hamibuild), shared by tests/placement/hami/.
+sys.path.insert(0, str(Path(__file__).parent / "placement" / "hami"))
 
 from realrig import RealRig, RealRigError, start_real_rig  # noqa: E402
 

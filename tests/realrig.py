@@ -69,6 +69,10 @@ class RealRig:
         """The administrator's kubeconfig of a cluster (tests and kubectl; the dispatcher uses its own)."""
         return self.directory / f"{cluster}.kubeconfig"
 
+    def inside_kubeconfig(self, cluster: str) -> Path:
+        """The administrator's kubeconfig from inside the cluster: a ``partition`` does not cut it off."""
+        return self.directory / f"{cluster}.inside.kubeconfig"
+
     async def client(self, cluster: str) -> ClusterClient:
         return await connect(f"{cluster}-admin", KubeconfigRef(path=str(self.kubeconfig(cluster))), timeout=30.0)
 
@@ -166,11 +170,14 @@ async def hold_admission(rig: RealRig, worker: str, client: ClusterClient) -> No
     await rig.component(worker, "kueue", "stop")
 
 
-async def _delete_collection(client: ClusterClient, res: Resource, namespace: str) -> None:
+async def _delete_collection(
+    client: ClusterClient, res: Resource, namespace: str, *, label_selector: str | None = None
+) -> None:
     try:
         await client.request(
             "DELETE",
             res.path(namespace),
+            query={"labelSelector": label_selector},
             body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
         )
     except KubeError as exc:
@@ -196,7 +203,7 @@ async def clean(rig: RealRig, timeout: float = 90.0) -> None:
     clusters = ["manager", *(f"worker-{i}" for i in range(1, WORKERS + 1))]
     for c in clusters:
         await rig.fault(c, "none")
-        for component in ("kueue", "kube-controller-manager", "kube-scheduler", "kwok", "jobset"):
+        for component in ("kueue", "kube-controller-manager", "kube-scheduler", "kwok", "jobset", "fencing-agent"):
             with contextlib.suppress(RealRigError):
                 await rig.component(c, component, "start")
     clients = {c: await rig.client(c) for c in clusters}
@@ -211,6 +218,9 @@ async def clean(rig: RealRig, timeout: float = 90.0) -> None:
                     await _delete_collection(client, EVENTS, ns)
             if c == "manager":
                 await _delete_collection(client, LEASES, "dispatcher-system")  # leader election of HA tests
+            else:
+                # Earlier tests' fencing Leases: no longer renewed, they would make the agents fence this test's copies.
+                await _delete_collection(client, LEASES, "kueue-system", label_selector="kueue-dispatcher.io/fencing")
         deadline = time.monotonic() + timeout
         while True:
             left: list[str] = []

@@ -34,16 +34,16 @@ def _lint(cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_layer_contracts_hold() -> None:
     result = _lint(ROOT)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "3 kept, 0 broken" in result.stdout
+    assert "5 kept, 0 broken" in result.stdout
 
 
 def test_an_upward_import_breaks_them(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "dispatcher", tmp_path / "dispatcher", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
-    quota = tmp_path / "dispatcher" / "placement" / "quota.py"
-    quota.write_text(quota.read_text() + "\nfrom ..service import Dispatcher  # planted\n")
+    tree = tmp_path / "dispatcher" / "placement" / "kueue" / "tree.py"
+    tree.write_text(tree.read_text() + "\nfrom ...service import Dispatcher  # planted\n")
     result = _lint(tmp_path)
-    assert result.returncode != 0 and "dispatcher.placement.quota -> dispatcher.service" in result.stdout, (
+    assert result.returncode != 0 and "dispatcher.placement.kueue.tree -> dispatcher.service" in result.stdout, (
         result.stdout[-3000:]
     )
 
@@ -54,12 +54,12 @@ def test_the_simulator_does_not_borrow_the_placement_model(tmp_path: Path) -> No
     shutil.copytree(ROOT / "dispatcher", tmp_path / "dispatcher", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
     quota = tmp_path / "dispatcher" / "sim" / "kueue" / "quota.py"
-    quota.write_text(quota.read_text() + "\nfrom ...placement.quota import QuotaTree as _Q  # planted\n")
+    quota.write_text(quota.read_text() + "\nfrom ...placement.kueue.tree import QuotaTree as _Q  # planted\n")
     fit = tmp_path / "dispatcher" / "sim" / "hami" / "fit.py"
     fit.write_text(fit.read_text() + "\nfrom ...resources import pod_requests as _p  # planted\n")
     result = _lint(tmp_path)
     assert result.returncode != 0, result.stdout[-3000:]
-    assert "dispatcher.sim.kueue.quota -> dispatcher.placement.quota" in result.stdout, result.stdout[-3000:]
+    assert "dispatcher.sim.kueue.quota -> dispatcher.placement.kueue.tree" in result.stdout, result.stdout[-3000:]
     assert "dispatcher.sim.hami.fit -> dispatcher.resources" in result.stdout, result.stdout[-3000:]
 
 

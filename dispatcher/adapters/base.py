@@ -126,6 +126,8 @@ class Adapter(ABC):
 
     #: The kind's own operator's managedBy value (the object is not handed to anyone else).
     own_controller: str = ""
+    #: Where the kind keeps ``suspend`` (``spec.runPolicy`` for Kubeflow): the fencing agent suspends a copy there.
+    suspend_at: tuple[str, ...] = ("spec",)
 
     def managed_by(self, obj: Obj) -> str | None:
         """The object's managedBy value (where the kind keeps it)."""
@@ -133,7 +135,7 @@ class Adapter(ABC):
         return str(value) if value else None
 
     def suspended(self, obj: Obj) -> bool:
-        return bool(dig(obj, "spec", "suspend"))
+        return bool(dig(obj, *self.suspend_at, "suspend"))
 
     def finished(self, obj: Obj) -> bool:
         return self.phase(obj).finished

@@ -22,6 +22,7 @@ TRAINING_OPERATOR = "kubeflow.org/training-operator"
 
 class KubeflowAdapter(Adapter):
     own_controller = TRAINING_OPERATOR
+    suspend_at = ("spec", "runPolicy")
     #: ``spec.<field>``: the map of replica type to replica spec.
     replica_specs_field: str
     #: Replica types in Kueue's order (``OrderedReplicaTypes``).
@@ -30,9 +31,6 @@ class KubeflowAdapter(Adapter):
     def managed_by(self, obj: Obj) -> str | None:
         value = dig(obj, "spec", "runPolicy", "managedBy")
         return str(value) if value else None
-
-    def suspended(self, obj: Obj) -> bool:
-        return bool(dig(obj, "spec", "runPolicy", "suspend"))
 
     def intake(self, obj: Obj, controller_name: str) -> Intake:
         return self.standard_intake(obj, controller_name, "spec.runPolicy.suspend", "spec.runPolicy.managedBy")
@@ -52,7 +50,7 @@ class KubeflowAdapter(Adapter):
         return out
 
     def remote_copy(self, obj: Obj, labels: dict[str, str], annotations: dict[str, str]) -> Obj:
-        return self.suspended_copy(obj, labels, annotations, ("spec", "runPolicy"))
+        return self.suspended_copy(obj, labels, annotations, self.suspend_at)
 
     def phase(self, remote: Obj) -> RemotePhase:
         status = remote.get("status") or {}

@@ -12,7 +12,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from ..placement.quota import format_amount
+from ..placement.kueue.amounts import format_amount
 from ..placement.worker import WorkerCapacity
 from ..store.models import AuditEvent, Placement, Workload
 

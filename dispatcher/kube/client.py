@@ -259,9 +259,17 @@ class ClusterClient:
                 return items, rv
 
     async def create(
-        self, res: Resource, namespace: str | None, body: Obj, *, field_manager: str = FIELD_MANAGER
+        self,
+        res: Resource,
+        namespace: str | None,
+        body: Obj,
+        *,
+        field_manager: str = FIELD_MANAGER,
+        timeout: float | None = None,
     ) -> Obj:
-        return await self.request("POST", res.path(namespace), query={"fieldManager": field_manager}, body=body)
+        return await self.request(
+            "POST", res.path(namespace), query={"fieldManager": field_manager}, body=body, timeout=timeout
+        )
 
     async def replace(
         self,
@@ -288,6 +296,7 @@ class ClusterClient:
         subresource: str | None = None,
         field_manager: str = FIELD_MANAGER,
         force: bool = False,
+        timeout: float | None = None,
     ) -> Obj:
         content_type = {
             "merge": "application/merge-patch+json",
@@ -299,7 +308,12 @@ class ClusterClient:
         if force:
             query["force"] = "true"
         return await self.request(
-            "PATCH", res.path(namespace, name, subresource), query=query, body=patch, content_type=content_type
+            "PATCH",
+            res.path(namespace, name, subresource),
+            query=query,
+            body=patch,
+            content_type=content_type,
+            timeout=timeout,
         )
 
     async def delete(

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .engine import Decision, Verdict
+from .engine import Decision
+from .verdicts import Verdict
 from .worker import WorkerCapacity
 
 __all__ = ["eligible", "nominate"]

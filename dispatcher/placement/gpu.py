@@ -33,29 +33,22 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from ..quantity import QuantityError, parse_quantity
-from .engine import GpuVerdict, PodSetSpec
-from .vgpu import (
+from .hami.devices import DEFAULT_CONFIG, DeviceInfo, DeviceUsage, HamiConfig
+from .hami.health import check_handshake
+from .hami.inventory import GpuInventory, fit_pod_set, utilisation
+from .hami.names import (
     ASSIGNED_NODE_ANNOTATION,
     CORDON_ANNOTATION,
-    DEFAULT_CONFIG,
     HANDSHAKE_ANNOTATION,
     PAIR_SCORE_ANNOTATION,
     REGISTER_ANNOTATION,
-    DeviceInfo,
-    DeviceUsage,
-    GpuInventory,
-    HamiConfig,
     HamiFormatError,
-    PodAllocation,
-    PreparedPod,
-    check_handshake,
-    decode_node_devices,
-    decode_pair_scores,
-    fit_pod_set,
-    node_usage,
-    prepare_pod,
-    utilisation,
 )
+from .hami.nodecodec import decode_node_devices, decode_pair_scores
+from .hami.selection import PreparedPod, prepare_pod
+from .hami.usage import PodAllocation, node_usage
+from .verdicts import GpuVerdict
+from .workload import PodSetSpec
 
 if TYPE_CHECKING:
     from .worker import WorkerCapacity

@@ -23,17 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from .quota import (
-    Assignment,
-    FlavorAssignmentMode,
-    PodSetRequest,
-    PreemptionOracle,
-    PreemptionTarget,
-    QuotaTree,
-    ResourceFlavorSpec,
-    assign_flavors,
-    preemption_targets,
-)
+from .kueue.assignment import Assignment, FlavorAssignmentMode, preemption_targets
+from .kueue.flavors import assign_flavors
+from .kueue.preemption import PreemptionOracle, PreemptionTarget
+from .kueue.specs import ResourceFlavorSpec
+from .kueue.tree import QuotaTree
+from .kueue.workloads import PodSetRequest
 
 __all__ = ["PartialAdmission", "can_be_partially_admitted", "partial_counts", "reduced_counts", "search_counts"]
 
@@ -114,9 +109,10 @@ def partial_counts(
     """The largest reduced counts that Kueue's scheduler would admit, or ``None``.
 
     Call it when the full counts' assignment is neither ``Fit`` nor ``Preempt`` with targets, as Kueue does; the
-    arguments are :func:`~.quota.assign_flavors`'s. Kueue reduces the Workload's spec counts; ``pod_sets`` carry
-    counts already reduced by ``status.reclaimablePods`` (:func:`~.quota.workload_pod_sets`), which differ only for
-    a pending Workload some of whose pods already succeeded.
+    arguments are :func:`~.kueue.flavors.assign_flavors`'s. Kueue reduces the Workload's spec counts;
+    ``pod_sets`` carry counts already reduced by ``status.reclaimablePods``
+    (:func:`~.kueue.workloads.workload_pod_sets`), which differ only for a pending Workload some of whose pods
+    already succeeded.
     """
     if not can_be_partially_admitted(pod_sets):
         return None

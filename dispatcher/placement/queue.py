@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine import PendingWorkload
+from .workload import PendingWorkload
 
 __all__ = ["PendingQueue"]
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from ..config import Policy
 
 if TYPE_CHECKING:
-    from .engine import Verdict
+    from .verdicts import Verdict
 
 __all__ = ["TERM_WEIGHT", "best_two", "rank_key", "score_verdict", "summary"]
 

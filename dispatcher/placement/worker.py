@@ -23,14 +23,10 @@ from typing import Any
 
 from ..quantity import QuantityError, kueue_value, parse_quantity
 from ..resources import ResourceTransformation
-from .quota import (
-    AdmittedWorkload,
-    ClusterQueueSpec,
-    CohortSpec,
-    FlavorResource,
-    QuotaTree,
-    ResourceFlavorSpec,
-)
+from .kueue.amounts import FlavorResource
+from .kueue.specs import ClusterQueueSpec, CohortSpec, ResourceFlavorSpec
+from .kueue.tree import QuotaTree
+from .kueue.workloads import AdmittedWorkload
 
 __all__ = ["JOURNAL", "ChangeJournal", "NodeInfo", "Reservation", "Scope", "WorkerCapacity"]
 

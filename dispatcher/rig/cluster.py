@@ -3,8 +3,13 @@ workers the real Kueue manager and JobSet controller, each a process of its own 
 
 TLS everywhere (one CA per cluster), RBAC on. Users: ``rig-admin`` (a static token in ``system:masters``, in
 ``<cluster>.kubeconfig``, for kubectl and tests); the control-plane components with client certificates under the
-names Kubernetes' bootstrap RBAC grants; and the dispatcher, a ServiceAccount bound to the project's own
-least-privilege roles (``deploy/``) with a token from the TokenRequest API, in ``<cluster>.dispatcher.kubeconfig``.
+names Kubernetes' bootstrap RBAC grants; the dispatcher, a ServiceAccount bound to the project's own
+least-privilege roles (``deploy/``) with a token from the TokenRequest API, in ``<cluster>.dispatcher.kubeconfig``;
+and on workers the fencing agent, likewise (``deploy/worker/agent.yaml``), in ``<cluster>.agent.kubeconfig``.
+
+Two paths to the API server: from outside (the dispatcher, kubectl: ``<cluster>.kubeconfig`` and
+``<cluster>.dispatcher.kubeconfig``) through a proxy that a ``partition`` cuts (:mod:`.proxy`), and from inside (the
+components, the fencing agent, ``<cluster>.inside.kubeconfig``) directly.
 """
 
 from __future__ import annotations
@@ -26,25 +31,15 @@ import yaml
 from ..config import KubeconfigRef
 from ..kube.client import ClusterClient, KubeError, Resource, connect
 from ..sim.topology import Topology
+from .addons import start_agent, start_jobset, start_kueue
 from .apply import Applier, load_manifests
 from .binaries import RigBinaries
 from .deploy import dispatcher_rbac
 from .kwok import node_manifests, stages
 from .pki import ClusterPki, write_private
 from .process import ComponentError, Process
-from .webhooks import (
-    JOBSET_NAMESPACE,
-    KUEUE_CONFIG_KEY,
-    KUEUE_CONFIG_NAME,
-    KUEUE_NAMESPACE,
-    crds_with_conversion,
-    dump,
-    jobset_config,
-    kueue_config,
-    kueue_secret,
-    webhook_configurations,
-    write_serving_files,
-)
+from .proxy import PartitionProxy
+from .webhooks import JOBSET_NAMESPACE, KUEUE_NAMESPACE, crds_with_conversion
 
 __all__ = ["ClusterPlan", "RealCluster", "free_port"]
 
@@ -52,7 +47,7 @@ Obj = dict[str, Any]
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 #: Components stopped, paused and resumed by faults, besides the API server and etcd.
-CONTROLLERS = ("kube-controller-manager", "kube-scheduler", "kwok", "kueue", "jobset")
+CONTROLLERS = ("kube-controller-manager", "kube-scheduler", "kwok", "kueue", "jobset", "fencing-agent")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
@@ -93,6 +88,7 @@ class RealCluster:
         self.dispatcher_token = ""
         self.fault = "none"
         self.pki: ClusterPki | None = None
+        self.proxy: PartitionProxy | None = None
         #: Called whenever a component (re)starts: the world rewrites rig.json with the pids.
         self.on_change: Callable[[], None] | None = None
         self._client: ClusterClient | None = None
@@ -101,7 +97,13 @@ class RealCluster:
 
     @property
     def url(self) -> str:
+        """The API server itself: the path from inside the cluster."""
         return f"https://127.0.0.1:{self.ports['apiserver']}"
+
+    @property
+    def outside_url(self) -> str:
+        """The path from outside the cluster, which a ``partition`` cuts."""
+        return f"https://127.0.0.1:{self.ports['proxy']}"
 
     @property
     def kubeconfig_path(self) -> Path:
@@ -109,40 +111,55 @@ class RealCluster:
         return self.root / f"{self.name}.kubeconfig"
 
     @property
+    def inside_kubeconfig_path(self) -> Path:
+        """The admin kubeconfig from inside the cluster (a partition does not cut it): the rig's own client."""
+        return self.root / f"{self.name}.inside.kubeconfig"
+
+    @property
     def dispatcher_kubeconfig_path(self) -> Path:
         return self.root / f"{self.name}.dispatcher.kubeconfig"
 
-    def _kubeconfig(self, user: str, credentials: Obj, *, context: str | None = None) -> Obj:
+    @property
+    def agent_kubeconfig_path(self) -> Path:
+        return self.root / f"{self.name}.agent.kubeconfig"
+
+    def kubeconfig_doc(self, user: str, credentials: Obj, *, inside: bool = False) -> Obj:
         assert self.pki is not None
-        ctx = context or self.name
+        ctx = self.name
+        server = self.url if inside or "proxy" not in self.ports else self.outside_url
         return {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [
-                {"name": self.name, "cluster": {"server": self.url, "certificate-authority-data": self.pki.ca_data}}
+                {"name": self.name, "cluster": {"server": server, "certificate-authority-data": self.pki.ca_data}}
             ],
             "users": [{"name": user, "user": credentials}],
             "contexts": [{"name": ctx, "context": {"cluster": self.name, "user": user, "namespace": "default"}}],
             "current-context": ctx,
         }
 
+    def write_kubeconfig(self, path: Path, doc: Obj) -> None:
+        write_private(path, yaml.safe_dump(doc, sort_keys=False))
+
     def admin_kubeconfig(self) -> Obj:
-        return self._kubeconfig(f"{self.name}-admin", {"token": self.token})
+        return self.kubeconfig_doc(f"{self.name}-admin", {"token": self.token})
 
     def dispatcher_kubeconfig(self) -> Obj:
-        return self._kubeconfig(f"{self.name}-kueue-dispatcher", {"token": self.dispatcher_token})
+        return self.kubeconfig_doc(f"{self.name}-kueue-dispatcher", {"token": self.dispatcher_token})
 
-    def _component_kubeconfig(self, stem: str, user: str, groups: tuple[str, ...] = ()) -> Path:
+    def component_kubeconfig(self, stem: str, user: str, groups: tuple[str, ...] = ()) -> Path:
         assert self.pki is not None
         pair = self.pki.client(stem, user, groups)
         path = self.dir / f"{stem}.kubeconfig"
-        config = self._kubeconfig(user, {"client-certificate": str(pair.cert_file), "client-key": str(pair.key_file)})
-        write_private(path, yaml.safe_dump(config, sort_keys=False))
+        credentials = {"client-certificate": str(pair.cert_file), "client-key": str(pair.key_file)}
+        self.write_kubeconfig(path, self.kubeconfig_doc(user, credentials, inside=True))
         return path
 
     def write_kubeconfigs(self) -> None:
-        write_private(self.kubeconfig_path, yaml.safe_dump(self.admin_kubeconfig(), sort_keys=False))
-        write_private(self.dispatcher_kubeconfig_path, yaml.safe_dump(self.dispatcher_kubeconfig(), sort_keys=False))
+        self.write_kubeconfig(self.kubeconfig_path, self.admin_kubeconfig())
+        inside = self.kubeconfig_doc(f"{self.name}-admin", {"token": self.token}, inside=True)
+        self.write_kubeconfig(self.inside_kubeconfig_path, inside)
+        self.write_kubeconfig(self.dispatcher_kubeconfig_path, self.dispatcher_kubeconfig())
 
     def describe(self) -> Obj:
         return {
@@ -159,7 +176,7 @@ class RealCluster:
 
     # -- start -------------------------------------------------------------------------------------
 
-    def _process(self, name: str, argv: list[str], *, env: dict[str, str] | None = None) -> Process:
+    def process(self, name: str, argv: list[str], *, env: dict[str, str] | None = None) -> Process:
         proc = Process(self.name, name, argv, self.dir / "logs" / f"{name}.log", env=env)
         proc.on_start = self.on_change
         self.procs[name] = proc
@@ -186,28 +203,35 @@ class RealCluster:
             "kueue-probe",
             "jobset-webhook",
             "jobset-probe",
+            "proxy",
+            "agent",
         ):
             self.ports[key] = free_port()
         await self._start_etcd()
         await self._start_apiserver()
+        self.proxy = PartitionProxy(self.name, self.ports["proxy"], self.ports["apiserver"])
+        await self.proxy.start()
         await asyncio.to_thread(self.write_kubeconfigs)
-        self._client = await connect(f"rig-{self.name}", KubeconfigRef(path=str(self.kubeconfig_path)), timeout=30.0)
+        inside = KubeconfigRef(path=str(self.inside_kubeconfig_path))
+        self._client = await connect(f"rig-{self.name}", inside, timeout=30.0)
         applier = Applier(self.client)
         await self._bootstrap(applier)
         await self._start_controllers()
         if self.plan.kueue:
-            await self._start_kueue(applier)
+            await start_kueue(self, applier)
         if self.plan.jobset:
-            await self._start_jobset()
+            await start_jobset(self)
         await self._wait_controllers()
         await self._load_objects(applier)
         await self._dispatcher_identity(applier)
         await asyncio.to_thread(self.write_kubeconfigs)
+        if self.plan.worker:
+            await start_agent(self, applier)
         await self._wait_settled()
 
     async def _start_etcd(self) -> None:
         c, p = self.ports["etcd"], self.ports["etcd-peer"]
-        proc = self._process(
+        proc = self.process(
             "etcd",
             [
                 str(self.binaries.path("etcd")),
@@ -275,7 +299,7 @@ class RealCluster:
 
     async def _start_apiserver(self) -> None:
         if "apiserver" not in self.procs:
-            self._process("kube-apiserver", self._apiserver_argv())
+            self.process("kube-apiserver", self._apiserver_argv())
             self.procs["apiserver"] = self.procs.pop("kube-apiserver")
         proc = self.procs["apiserver"]
         await proc.start()
@@ -320,9 +344,9 @@ class RealCluster:
     async def _start_controllers(self) -> None:
         assert self.pki is not None
         b = self.binaries
-        kcm = self._component_kubeconfig("kube-controller-manager", "system:kube-controller-manager")
+        kcm = self.component_kubeconfig("kube-controller-manager", "system:kube-controller-manager")
         kcm_tls = self.pki.serving("kcm-serving", "kube-controller-manager", ("127.0.0.1", "localhost"))
-        await self._process(
+        await self.process(
             "kube-controller-manager",
             [
                 str(b.path("kube-controller-manager")),
@@ -342,9 +366,9 @@ class RealCluster:
         ).start()
         if not self.plan.worker:
             return
-        sched = self._component_kubeconfig("kube-scheduler", "system:kube-scheduler")
+        sched = self.component_kubeconfig("kube-scheduler", "system:kube-scheduler")
         sched_tls = self.pki.serving("scheduler-serving", "kube-scheduler", ("127.0.0.1", "localhost"))
-        await self._process(
+        await self.process(
             "kube-scheduler",
             [
                 str(b.path("kube-scheduler")),
@@ -361,8 +385,8 @@ class RealCluster:
         kwok_config = self.dir / "kwok.yaml"
         docs = stages(self.binaries.manifests / "kwok", default_run_seconds=self.run_seconds)
         await asyncio.to_thread(kwok_config.write_text, yaml.safe_dump_all(docs, sort_keys=False))
-        kwok = self._component_kubeconfig("kwok", "kwok-controller", ("system:masters",))
-        await self._process(
+        kwok = self.component_kubeconfig("kwok", "kwok-controller", ("system:masters",))
+        await self.process(
             "kwok",
             [
                 str(b.path("kwok")),
@@ -374,87 +398,6 @@ class RealCluster:
                 "--node-lease-duration-seconds=40",
                 "--node-ip=10.0.0.1",
             ],
-        ).start()
-
-    def kueue_configuration(self) -> Obj:
-        worker = self.topology.gpu_worker if self.plan.gpu else self.topology.cpu_worker
-        return kueue_config(
-            webhook_port=self.ports["kueue-webhook"],
-            probe_port=self.ports["kueue-probe"],
-            cert_dir=self.dir / "kueue-certs",
-            extra=worker.kueue_config,
-        )
-
-    async def _start_kueue(self, applier: Applier) -> None:
-        assert self.pki is not None
-        webhook_ca = await asyncio.to_thread(
-            ClusterPki,
-            f"{self.name}-kueue",
-            self.dir / "pki-kueue",
-            ca_dns="kueue-ca",
-            service_accounts=False,
-            rsa_ca=True,
-        )
-        cert, key = write_serving_files(
-            webhook_ca, "kueue-webhook", "kueue-webhook-service", KUEUE_NAMESPACE, self.dir / "kueue-certs"
-        )
-        config = self.kueue_configuration()
-        path = self.dir / "kueue-config.yaml"
-        await asyncio.to_thread(path.write_text, dump(config))
-        # As a Kueue deployment mounts it: the dispatcher reads the same Configuration from this ConfigMap.
-        await applier.create(
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": KUEUE_CONFIG_NAME, "namespace": KUEUE_NAMESPACE},
-                "data": {KUEUE_CONFIG_KEY: dump(config)},
-            }
-        )
-        await applier.create(kueue_secret(webhook_ca, cert, key))
-        # The CRDs' conversion webhooks were pointed at this port with the cluster CA; the rotator injects its own.
-        for hook in webhook_configurations(
-            self.binaries.manifests / "kueue" / "webhook" / "manifests.yaml",
-            prefix="kueue",
-            port=self.ports["kueue-webhook"],
-            ca_data=webhook_ca.ca_data,
-        ):
-            await applier.create(hook)
-        await self._process(
-            "kueue",
-            [str(self.binaries.path("kueue")), f"--config={path}", "--feature-gates=VisibilityOnDemand=false"],
-            env={
-                "KUBECONFIG": str(self._component_kubeconfig("kueue", "kueue-controller-manager", ("system:masters",)))
-            },
-        ).start()
-
-    async def _start_jobset(self) -> None:
-        assert self.pki is not None
-        write_serving_files(
-            self.pki, "jobset-webhook", "jobset-webhook-service", JOBSET_NAMESPACE, self.dir / "jobset-certs"
-        )
-        config = jobset_config(
-            webhook_port=self.ports["jobset-webhook"],
-            probe_port=self.ports["jobset-probe"],
-            cert_dir=self.dir / "jobset-certs",
-        )
-        path = self.dir / "jobset-config.yaml"
-        await asyncio.to_thread(path.write_text, dump(config))
-        applier = Applier(self.client)
-        for hook in webhook_configurations(
-            self.binaries.manifests / "jobset" / "webhook" / "manifests.yaml",
-            prefix="jobset",
-            port=self.ports["jobset-webhook"],
-            ca_data=self.pki.ca_data,
-        ):
-            await applier.create(hook)
-        await self._process(
-            "jobset",
-            [str(self.binaries.path("jobset")), f"--config={path}"],
-            env={
-                "KUBECONFIG": str(
-                    self._component_kubeconfig("jobset", "jobset-controller-manager", ("system:masters",))
-                )
-            },
         ).start()
 
     async def _wait_controllers(self) -> None:
@@ -560,9 +503,12 @@ class RealCluster:
 
     async def set_fault(self, mode: str, *, downtime: float = 0.5) -> None:
         """``stop``: the API server is stopped (connection refused); ``down``: also every controller frozen (a
-        power loss); ``partition``: the API server frozen (connections accepted, never answered); ``restart``:
-        the API server stopped and started again after ``downtime``; ``none``: everything back."""
+        power loss); ``partition``: the path from outside is cut (connections accepted, never answered) while the
+        cluster runs on and its components and fencing agent still reach it; ``hang``: the API server itself frozen;
+        ``restart``: the API server stopped and started again after ``downtime``; ``none``: everything back."""
         api = self.procs["apiserver"]
+        if self.proxy is not None and mode != "partition":
+            self.proxy.heal()
         if mode == "none":
             if api.paused:
                 api.resume()
@@ -578,6 +524,9 @@ class RealCluster:
                         self.procs[name].pause()
             await api.stop()
         elif mode == "partition":
+            assert self.proxy is not None
+            self.proxy.partition()
+        elif mode == "hang":
             api.pause()
         elif mode == "restart":
             await api.stop()
@@ -586,7 +535,7 @@ class RealCluster:
             mode = "none"
         else:
             raise ValueError(
-                f"fault mode {mode!r} is not available on the real rig (stop, down, partition, restart, none)"
+                f"fault mode {mode!r} is not available on the real rig (stop, down, partition, hang, restart, none)"
             )
         self.fault = mode
 
@@ -623,6 +572,8 @@ class RealCluster:
             with contextlib.suppress(Exception):
                 await self._client.close()
             self._client = None
+        if self.proxy is not None:
+            await self.proxy.stop()
         order = [*(n for n in reversed(CONTROLLERS) if n in self.procs), "apiserver", "etcd"]
         for name in order:
             if name in self.procs:

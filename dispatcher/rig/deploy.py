@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .apply import load_manifests
+from ..kube.client import ClusterClient, Resource
+from .apply import Applier, load_manifests
 
-__all__ = ["deploy_dir", "dispatcher_rbac"]
+__all__ = ["agent_identity", "deploy_dir", "dispatcher_rbac"]
 
 Obj = dict[str, Any]
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 
 
 def deploy_dir() -> Path:
@@ -29,3 +31,24 @@ def dispatcher_rbac(*, worker: bool) -> tuple[str, list[Obj]]:
     if worker:
         return "kueue-system", load_manifests(d / "worker" / "serviceaccount.yaml", d / "worker" / "rbac.yaml")
     return "dispatcher-system", load_manifests(d / "namespace.yaml", d / "serviceaccount.yaml", d / "rbac.yaml")
+
+
+def agent_rbac() -> list[Obj]:
+    """The fencing agent's ServiceAccount and roles (deploy/worker/agent/), without its Deployment: the rig runs
+    ``dispatcher agent`` as a process of its own with that identity."""
+    return [o for o in load_manifests(deploy_dir() / "worker" / "agent" / "agent.yaml") if o["kind"] != "Deployment"]
+
+
+async def agent_identity(client: ClusterClient, applier: Applier) -> str:
+    """Apply the agent's RBAC and return a token of its ServiceAccount (TokenRequest API)."""
+    objs = agent_rbac()
+    for obj in objs:
+        await applier.create(obj)
+    [sa] = [o for o in objs if o["kind"] == "ServiceAccount"]
+    meta = sa["metadata"]
+    answer = await client.request(
+        "POST",
+        SERVICE_ACCOUNTS.path(meta["namespace"], meta["name"], "token"),
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 2592000}},
+    )
+    return str(answer["status"]["token"])

@@ -103,7 +103,7 @@ def stages(manifests: Path, *, default_run_seconds: float) -> list[Obj]:
 
 def _hami_annotations(node: str, gpus: GpuSpec) -> dict[str, str]:
     """What HAMi's device plugin registers for the node's GPUs (HAMi is not built for the rig: see the README)."""
-    from ..placement.vgpu import encode_node_devices, register_device
+    from ..placement.hami.nodecodec import encode_node_devices, register_device
     from ..sim.controllers.hami import gpu_uuid
 
     half = -(-gpus.count // 2)

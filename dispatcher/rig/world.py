@@ -24,7 +24,7 @@ __all__ = ["FAULT_MODES", "RealWorld", "RealWorldOptions"]
 
 Obj = dict[str, Any]
 
-FAULT_MODES = ("none", "stop", "down", "partition", "restart")
+FAULT_MODES = ("none", "stop", "down", "partition", "hang", "restart")
 
 
 @dataclass(frozen=True)
@@ -118,10 +118,17 @@ class RealWorld:
                     "kubeconfig": str(w.dispatcher_kubeconfig_path.resolve()),
                     "context": w.name,
                     "labels": {"gpu": "true" if w.plan.gpu else "false", "zone": f"zone-{(i % 3) + 1}"},
+                    # Each worker runs `dispatcher agent` (deploy/worker/agent/'s identity): exactly-once failover.
+                    "fencing": "agent",
                 }
                 for i, w in enumerate(self.workers)
             ],
-            "policy": {"mode": "binpack", "admissionTimeout": "120s", "lostTimeout": "60s"},
+            "policy": {
+                "mode": "binpack",
+                "admissionTimeout": "120s",
+                "lostTimeout": "60s",
+                "fencing": {"leaseDuration": "20s", "grace": "10s"},
+            },
         }
         (self.directory / "clusters.yaml").write_text(
             "# Written by `dispatcher rig up --real`: the dispatcher's configuration for these real clusters.\n"

@@ -46,6 +46,9 @@ class ClusterOptions:
     bookmark_interval: float = 5.0
     log_size: int = 100_000
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    #: The credential of the worker's own fencing agent, a client inside the cluster: a ``partition`` does not cut
+    #: it off (see :meth:`SimCluster.agent_kubeconfig`).
+    agent_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     port: int = 0
     #: Serve HTTPS with a self-signed certificate made at construction (kubectl sends bearer tokens only
     #: over TLS); ``False`` serves plain http.
@@ -74,6 +77,7 @@ class SimCluster:
             faults=self.faults,
             bookmark_interval=self.options.bookmark_interval,
             tls=self.tls,
+            inside_tokens=(self.options.agent_token,),
         )
         self.client = LocalClient(self.api, "sim-setup")
         self.controllers: dict[str, Controller] = {}
@@ -86,6 +90,8 @@ class SimCluster:
         for ns in SYSTEM_NAMESPACES:
             self.ensure_namespace(ns)
         opts = self.options
+        if opts.kueue:
+            self.ensure_namespace(KUEUE_CONFIG_NAMESPACE)  # where a Kueue install lives (and the fencing Leases)
         self.controllers["garbage-collector"] = GarbageCollector(self.api)
         self.controllers["namespace-controller"] = NamespaceController(self.api)
         extender: Extender | None = None
@@ -230,21 +236,24 @@ class SimCluster:
             await c.stop()
         self.store.close_all_subscriptions()
 
-    def kubeconfig(self, *, context: str | None = None) -> Obj:
+    def kubeconfig(self, *, context: str | None = None, user: str = "admin", token: str | None = None) -> Obj:
         ctx = context or self.name
         cluster: Obj = {"server": self.url}
         if self.tls is not None:
             cluster["certificate-authority-data"] = self.tls.ca_data
+        name = f"{self.name}-{user}"
         return {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": self.name, "cluster": cluster}],
-            "users": [{"name": f"{self.name}-admin", "user": {"token": self.token}}],
-            "contexts": [
-                {"name": ctx, "context": {"cluster": self.name, "user": f"{self.name}-admin", "namespace": "default"}}
-            ],
+            "users": [{"name": name, "user": {"token": token or self.token}}],
+            "contexts": [{"name": ctx, "context": {"cluster": self.name, "user": name, "namespace": "default"}}],
             "current-context": ctx,
         }
+
+    def agent_kubeconfig(self) -> Obj:
+        """The fencing agent's kubeconfig: a client inside the cluster, which a ``partition`` does not cut off."""
+        return self.kubeconfig(user="fencing-agent", token=self.options.agent_token)
 
     # -- faults --------------------------------------------------------------------------------------
 

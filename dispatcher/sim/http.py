@@ -102,11 +102,15 @@ class ApiServer:
         faults: FaultState | None = None,
         bookmark_interval: float = 5.0,
         tls: TlsMaterial | None = None,
+        inside_tokens: tuple[str, ...] = (),
     ) -> None:
-        """``tls``: serve HTTPS with that certificate (the default for a :class:`SimCluster`); ``None``: plain http."""
+        """``tls``: serve HTTPS with that certificate (the default for a :class:`SimCluster`); ``None``: plain http.
+        ``inside_tokens``: credentials of clients inside the cluster (the fencing agent): a ``partition`` cuts the
+        path from outside only, so they are still answered."""
         self.name = name
         self.api = api
         self.token = token
+        self.inside_tokens = tuple(t for t in inside_tokens if t)
         self.host = host
         self.port = port
         self.faults = faults or FaultState()
@@ -170,10 +174,15 @@ class ApiServer:
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         return app
 
+    def _inside(self, request: web.Request) -> bool:
+        auth = request.headers.get("Authorization", "")
+        given = auth[7:].strip() if auth.startswith("Bearer ") else ""
+        return bool(given) and any(hmac.compare_digest(given.encode(), t.encode()) for t in self.inside_tokens)
+
     @web.middleware
     async def _fault_mw(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         faults = self.faults
-        if faults.mode == "partition":
+        if faults.mode == "partition" and not self._inside(request):
             await faults.wait_healed()
         elif faults.mode == "slow" and faults.latency > 0:
             await asyncio.sleep(faults.latency)
@@ -203,7 +212,7 @@ class ApiServer:
             return await handler(request)  # anonymous: the health endpoints are public
         # A token that does not authenticate is refused everywhere, health endpoints included (kube-apiserver
         # never falls back to anonymous for a bad credential).
-        if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
+        if not given or not (hmac.compare_digest(given.encode(), self.token.encode()) or self._inside(request)):
             return _error(errors.unauthorized())
         return await handler(request)
 
@@ -615,7 +624,7 @@ class ApiServer:
         self._watch_tasks.add(task)
         try:
             await resp.prepare(request)
-            await self._pump(resp, stream, t, table, bookmarks, timeout)
+            await self._pump(resp, stream, t, table, bookmarks, timeout, inside=self._inside(request))
         except ConnectionResetError:
             return resp  # the client went away: the watch simply ends, as on a real server
         except asyncio.CancelledError:
@@ -629,7 +638,15 @@ class ApiServer:
         return resp
 
     async def _pump(
-        self, resp: web.StreamResponse, stream: WatchStream, t: _Target, table: bool, bookmarks: bool, seconds: float
+        self,
+        resp: web.StreamResponse,
+        stream: WatchStream,
+        t: _Target,
+        table: bool,
+        bookmarks: bool,
+        seconds: float,
+        *,
+        inside: bool = False,
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
@@ -643,12 +660,14 @@ class ApiServer:
                 event = await asyncio.wait_for(stream.next(), wait)
             except TimeoutError:
                 if bookmarks and loop.time() < deadline:
-                    await self.faults.wait_healed()
+                    if not inside:
+                        await self.faults.wait_healed()
                     await resp.write(_dumps({"type": "BOOKMARK", "object": self.api.bookmark(t.rt, t.version)}) + b"\n")
                 continue
             if event is None:
                 break
-            await self.faults.wait_healed()
+            if not inside:
+                await self.faults.wait_healed()
             kind, obj = event
             if kind == "BOOKMARK" and not bookmarks:
                 continue

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from .topology import Topology
@@ -34,18 +35,29 @@ def _table(world: SimWorld) -> str:
     return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows)
 
 
-async def run_sim_up(options: WorldOptions, directory: Path, topology: Topology | None = None) -> int:
+#: Started with the world, inside it (e.g. each worker's fencing agent); returns what stops it.
+Inside = Callable[[SimWorld, Path], Awaitable[Callable[[], Awaitable[None]]]]
+
+
+async def run_sim_up(
+    options: WorldOptions, directory: Path, topology: Topology | None = None, *, inside: Inside | None = None
+) -> int:
     """Start the simulated clusters, write their kubeconfigs and ``clusters.yaml`` into ``directory``, serve until
-    SIGINT/SIGTERM. ``directory`` must be absolute (the CLI resolves it) so the files printed can be used anywhere."""
+    SIGINT/SIGTERM. ``directory`` must be absolute (the CLI resolves it) so the files printed can be used anywhere.
+    ``inside``: what runs inside the clusters with them (the CLI passes the workers' fencing agents; clusters.yaml
+    then declares ``fencing: agent``)."""
     world = SimWorld(options, topology)
     await world.start()
+    stop_inside: Callable[[], Awaitable[None]] | None = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     try:
-        world.write_files(directory)
+        world.write_files(directory, fencing=inside is not None)
+        if inside is not None:
+            stop_inside = await inside(world, directory)
         print(_table(world))
         print(f"\nkubeconfigs and clusters.yaml in {directory}; fault admin endpoint {world.admin_url}")
         print(f"try: kubectl --kubeconfig {directory / 'worker-1.kubeconfig'} get clusterqueues")
@@ -55,5 +67,7 @@ async def run_sim_up(options: WorldOptions, directory: Path, topology: Topology 
     finally:
         with contextlib.suppress(FileNotFoundError):
             (directory / "ready").unlink()
+        if stop_inside is not None:
+            await stop_inside()
         await world.stop()
     return 0

@@ -67,6 +67,12 @@ def _refused_as_topology_error(cluster: SimCluster, path: str, obj: Obj | None =
         raise TopologyError(f"{path}{what}: refused by {cluster.name}: {message}") from None
 
 
+def _write_private(path: Path, doc: Obj) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(doc, f, sort_keys=False)
+
+
 class SimWorld:
     """A manager cluster and worker clusters, started and stopped together."""
 
@@ -214,15 +220,17 @@ class SimWorld:
 
     # -- files ---------------------------------------------------------------------------------------
 
-    def write_files(self, directory: Path) -> None:
-        """Kubeconfigs (mode 0600: they hold tokens), ``clusters.yaml`` and ``sim.json``."""
+    def write_files(self, directory: Path, *, fencing: bool = False) -> None:
+        """Kubeconfigs (mode 0600: they hold tokens), ``clusters.yaml`` and ``sim.json``. Each worker also gets
+        ``<worker>.agent.kubeconfig``, the credential of a fencing agent inside it (a ``partition`` does not cut it
+        off); ``fencing``: clusters.yaml declares ``fencing: agent`` for every worker (whoever starts the world runs
+        the agents: ``dispatcher sim up`` does)."""
         directory.mkdir(parents=True, exist_ok=True)
         for c in self.clusters:
-            path = directory / f"{c.name}.kubeconfig"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                yaml.safe_dump(c.kubeconfig(), f, sort_keys=False)
-        config = {
+            _write_private(directory / f"{c.name}.kubeconfig", c.kubeconfig())
+        for w in self.workers:
+            _write_private(directory / f"{w.name}.agent.kubeconfig", w.agent_kubeconfig())
+        config: Obj = {
             "manager": {"kubeconfig": str((directory / "manager.kubeconfig").resolve()), "context": "manager"},
             "workers": [
                 {
@@ -235,6 +243,10 @@ class SimWorld:
             ],
             "policy": {"mode": "binpack", "admissionTimeout": "120s", "lostTimeout": "60s"},
         }
+        if fencing:
+            for worker in config["workers"]:
+                worker["fencing"] = "agent"
+            config["policy"]["fencing"] = {"leaseDuration": "20s", "grace": "10s"}
         (directory / "clusters.yaml").write_text(
             "# Written by `dispatcher sim up`: the dispatcher's configuration for these simulated clusters.\n"
             + yaml.safe_dump(config, sort_keys=False)

@@ -111,6 +111,7 @@ class PlacementState:
     CANCELLED = "Cancelled"
     DRAINED = "Drained"
     SUPERSEDED = "Superseded"  # another strategy's copy won (allAtOnce, incremental)
+    FENCED = "Fenced"  # the worker's fencing agent stopped the copy (our fencing Lease expired there)
 
     OPEN = frozenset({CREATING, CREATED, ADMITTED, RUNNING})
 

@@ -41,13 +41,9 @@ from dispatcher.health import HealthMachine, HealthMonitor
 from dispatcher.live import Live, LiveSet
 from dispatcher.metrics import Metrics, Outcome
 from dispatcher.placement.gpu import WorkerGpus, sync_worker
+from dispatcher.placement.hami.names import HANDSHAKE_ANNOTATION, REGISTER_ANNOTATION
+from dispatcher.placement.hami.nodecodec import encode_node_devices, register_device
 from dispatcher.placement.queue import PendingQueue
-from dispatcher.placement.vgpu import (
-    HANDSHAKE_ANNOTATION,
-    REGISTER_ANNOTATION,
-    encode_node_devices,
-    register_device,
-)
 from dispatcher.placement.worker import Reservation, WorkerCapacity
 from dispatcher.store.engine import make_engine
 from dispatcher.store.migrate import upgrade

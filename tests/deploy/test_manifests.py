@@ -28,7 +28,7 @@ from dispatcher.sim.topology import HAMI_KUEUE_CONFIG, default_topology
 
 Obj = dict[str, Any]
 KIND = REPO / "kind" / "manifests"
-RENDERED = ("deploy", "deploy/worker", "kind/manifests/dispatcher")
+RENDERED = ("deploy", "deploy/worker", "deploy/worker/agent", "kind/manifests/dispatcher")
 
 
 def _one(objs: tuple[Obj, ...] | list[Obj], kind: str, name: str | None = None) -> Obj:

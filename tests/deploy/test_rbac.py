@@ -72,6 +72,9 @@ CRD_KINDS = (
     ("ray.io", "rayclusters"),
 )
 ONLY_JOBS = "the audit run submits Jobs only (tests/service/test_kinds.py runs every kind end to end)"
+FENCING_AUDIT = (
+    "the audit run declares no worker with fencing: agent (tests/service/test_fencing.py renews on the real rig's RBAC)"
+)
 PRIORITY_AUDIT = "the audit run changes no priority (tests/service/test_priority.py does, on the real rig's RBAC)"
 NEEDS: tuple[Need, ...] = (
     # -- manager ----------------------------------------------------------------------------------------------
@@ -165,6 +168,19 @@ NEEDS: tuple[Need, ...] = (
     # Kueue's Configuration (resource transformations): one ConfigMap, by a metadata.name field selector.
     Need(WORKER, "", "configmaps", ("list", "watch"), "dispatcher/capacity.py: Informer(self.client, CONFIGMAPS,",
          namespace=KUEUE_NS, names=("kueue-manager-config",)),
+    # The fencing Lease on a worker with fencing: agent (renewed by a patch, created when missing), deleted from a
+    # worker without fencing; the fencing agent's heartbeat Lease, by a metadata.name field selector.
+    Need(WORKER, "coordination.k8s.io", "leases", ("create",),
+         "dispatcher/worker_lease.py: await client.create(LEASES, ns, lease, timeout=timeout)", namespace=KUEUE_NS,
+         audit=FENCING_AUDIT),
+    Need(WORKER, "coordination.k8s.io", "leases", ("patch",),
+         "dispatcher/worker_lease.py: await client.patch(LEASES, ns, name, body, timeout=timeout)", namespace=KUEUE_NS,
+         audit=FENCING_AUDIT),
+    Need(WORKER, "coordination.k8s.io", "leases", ("delete",),
+         "dispatcher/worker_lease.py: await client.delete(LEASES, self.policy.namespace,", namespace=KUEUE_NS),
+    Need(WORKER, "coordination.k8s.io", "leases", ("list", "watch"),
+         'dispatcher/worker_lease.py: field_selector=f"metadata.name={AGENT_LEASE}",', namespace=KUEUE_NS,
+         names=("kueue-dispatcher-agent",), audit=FENCING_AUDIT),
     # The health probe, and the discovery of the Kueue API version served.
     Need(WORKER, None, "/readyz", ("get",), 'dispatcher/kube/client.py: await self.request("GET", "/readyz",'),
     Need(WORKER, None, "/apis/kueue.x-k8s.io", ("get",),

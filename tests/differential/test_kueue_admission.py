@@ -22,18 +22,12 @@ from realrig import RealRig, clean
 
 from dispatcher.config import KubeconfigRef
 from dispatcher.kube.client import ClusterClient, KubeError, Resource, connect
+from dispatcher.placement.kueue.assignment import FlavorAssignmentMode, preemption_targets
+from dispatcher.placement.kueue.flavors import assign_flavors
+from dispatcher.placement.kueue.specs import ClusterQueueSpec, CohortSpec, ResourceFlavorSpec
+from dispatcher.placement.kueue.tree import QuotaTree
+from dispatcher.placement.kueue.workloads import AdmittedWorkload, workload_pod_sets
 from dispatcher.placement.partial import partial_counts
-from dispatcher.placement.quota import (
-    AdmittedWorkload,
-    ClusterQueueSpec,
-    CohortSpec,
-    FlavorAssignmentMode,
-    QuotaTree,
-    ResourceFlavorSpec,
-    assign_flavors,
-    preemption_targets,
-    workload_pod_sets,
-)
 
 Obj = dict[str, Any]
 KUEUE = "kueue.x-k8s.io"

@@ -18,11 +18,13 @@ from typing import Any
 import pytest
 
 from dispatcher.config import Policy
-from dispatcher.placement.engine import Decision, PendingWorkload, PlacementEngine, PodSetSpec
+from dispatcher.placement.engine import Decision, PlacementEngine
 from dispatcher.placement.gpu import HamiFitter, WorkerGpus, sync_worker
-from dispatcher.placement.quota import Toleration
-from dispatcher.placement.vgpu import HANDSHAKE_ANNOTATION, REGISTER_ANNOTATION, encode_node_devices, register_device
+from dispatcher.placement.hami.names import HANDSHAKE_ANNOTATION, REGISTER_ANNOTATION
+from dispatcher.placement.hami.nodecodec import encode_node_devices, register_device
+from dispatcher.placement.kueue.specs import Toleration
 from dispatcher.placement.worker import JOURNAL, WorkerCapacity
+from dispatcher.placement.workload import PendingWorkload, PodSetSpec
 
 Obj = dict[str, Any]
 NOW = datetime(2025, 6, 1, 12, 0, 0)

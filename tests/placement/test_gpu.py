@@ -11,18 +11,14 @@ from typing import Any
 import pytest
 
 from dispatcher.config import Policy
-from dispatcher.placement.engine import PendingWorkload, PlacementEngine, PodSetSpec
+from dispatcher.placement.engine import PlacementEngine
 from dispatcher.placement.gpu import HamiFitter, WorkerGpus, sync_worker
-from dispatcher.placement.vgpu import (
-    HANDSHAKE_ANNOTATION,
-    NODE_POLICY_ANNOTATION,
-    REGISTER_ANNOTATION,
-    ContainerDevice,
-    bind_annotations,
-    encode_node_devices,
-    register_device,
-)
+from dispatcher.placement.hami.devices import ContainerDevice
+from dispatcher.placement.hami.names import HANDSHAKE_ANNOTATION, NODE_POLICY_ANNOTATION, REGISTER_ANNOTATION
+from dispatcher.placement.hami.nodecodec import encode_node_devices, register_device
+from dispatcher.placement.hami.podcodec import bind_annotations
 from dispatcher.placement.worker import Reservation, WorkerCapacity
+from dispatcher.placement.workload import PendingWorkload, PodSetSpec
 
 Obj = dict[str, Any]
 MEM = 40960

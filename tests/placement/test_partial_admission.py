@@ -16,13 +16,12 @@ from kueuebuild import admit_or_reduce, partial_pod_set, schedule_tree
 from dispatcher.adapters.job import JobAdapter
 from dispatcher.config import Policy
 from dispatcher.explain import render_decision
-from dispatcher.placement.engine import Decision, PendingWorkload, PlacementEngine, PodSetSpec
+from dispatcher.placement.engine import Decision, PlacementEngine
+from dispatcher.placement.kueue.assignment import Assignment
+from dispatcher.placement.kueue.workloads import PodSetRequest
 from dispatcher.placement.partial import PartialAdmission, reduced_counts, search_counts
-from dispatcher.placement.quota import (
-    Assignment,
-    PodSetRequest,
-)
 from dispatcher.placement.worker import WorkerCapacity
+from dispatcher.placement.workload import PendingWorkload, PodSetSpec
 from dispatcher.resources import InvalidRequest
 
 Obj = dict[str, Any]

@@ -11,8 +11,10 @@ from dispatcher.adapters.jobset import JobSetAdapter
 from dispatcher.config import Policy
 from dispatcher.mirror import gate_pod_templates
 from dispatcher.placement import allatonce, incremental
-from dispatcher.placement.engine import Decision, PendingWorkload, PlacementEngine, Verdict
+from dispatcher.placement.engine import Decision, PlacementEngine
+from dispatcher.placement.verdicts import Verdict
 from dispatcher.placement.worker import WorkerCapacity
+from dispatcher.placement.workload import PendingWorkload
 
 
 def _worker(name: str, *, health: str = "Ready", cordoned: bool = False) -> WorkerCapacity:

@@ -19,7 +19,8 @@ from realrig import RealRig, clean, hold_admission
 
 from dispatcher import DEFAULT_CONTROLLER_NAME
 from dispatcher.adapters.job import JobAdapter
-from dispatcher.config import DispatcherConfig, KubeconfigRef, Policy, load_config
+from dispatcher.agent import AgentGroup
+from dispatcher.config import DispatcherConfig, FencingPolicy, KubeconfigRef, Policy, load_config
 from dispatcher.kube.client import ClusterClient, connect
 from dispatcher.service import Dispatcher
 from dispatcher.sim.world import SimWorld, WorldOptions
@@ -96,6 +97,10 @@ class Rig:
     manager: ClusterClient
     workers: dict[str, ClusterClient] = field(default_factory=dict)
     real: RealRig | None = None
+    #: The fencing agents running inside the simulated workers (``start_rig(fencing=...)``).
+    agents: AgentGroup | None = None
+    #: Clients from inside each worker (as its fencing agent reaches it): a ``partition`` does not cut them off.
+    inside: dict[str, ClusterClient] = field(default_factory=dict)
 
     @property
     def backend(self) -> str:
@@ -167,10 +172,15 @@ async def start_rig(
     without_groups: dict[str, tuple[str, ...]] | None = None,
     real: RealRig | None = None,
     tokens: dict[str, str] | None = None,
+    fencing: FencingPolicy | None = None,
+    agent_clocks: dict[str, Callable[[], float]] | None = None,
 ) -> Rig:
     """Clusters, a database and a running dispatcher. ``tokens`` replaces the dispatcher's bearer token for the
-    named clusters (a wrong credential); those workers are not waited on to be Ready."""
+    named clusters (a wrong credential); those workers are not waited on to be Ready. ``fencing``: every worker has
+    ``fencing: agent`` with those Lease settings, and a fencing agent runs inside each (on the simulator, in this
+    loop, with ``agent_clocks`` as their clocks; the real rig runs its own agent processes)."""
     world: SimWorld | None = None
+    agents: AgentGroup | None = None
     if real is not None:
         assert (workers, gpu_workers) == (3, 1) and not without_groups, "the real rig has worker-1..3, worker-3 GPU"
         await clean(real)
@@ -191,9 +201,13 @@ async def start_rig(
         await world.start()
         await asyncio.to_thread(world.write_files, tmp)
         loaded = load_config(tmp / "clusters.yaml")
+        if fencing is not None:
+            refs = {w.name: KubeconfigRef(path=str(tmp / f"{w.name}.agent.kubeconfig")) for w in world.workers}
+            agents = await AgentGroup.start(refs, clocks=agent_clocks)
     worker_configs = tuple(
         replace(
             w,
+            fencing="agent" if fencing is not None else "none",
             weight=(weights or {}).get(w.name, w.weight),
             kube=_with_token(w.kube, tokens[w.name], tmp / f"{w.name}.token.kubeconfig")
             if w.name in (tokens or {})
@@ -205,15 +219,12 @@ async def start_rig(
         loaded = replace(
             loaded, manager=_with_token(loaded.manager, (tokens or {})["manager"], tmp / "manager.token.kubeconfig")
         )
-    config = replace(
-        loaded,
-        workers=worker_configs,
-        policy=policy
-        or Policy(
-            admission_timeout=60.0, lost_timeout=20.0, suspect_after=5.0, finished_retention=600.0, gc_interval=1.0
-        ),
-        database_url=db_url,
+    policy = policy or Policy(
+        admission_timeout=60.0, lost_timeout=20.0, suspect_after=5.0, finished_retention=600.0, gc_interval=1.0
     )
+    if fencing is not None:
+        policy = replace(policy, fencing=fencing)
+    config = replace(loaded, workers=worker_configs, policy=policy, database_url=db_url)
     engine = make_engine(db_url)
     await upgrade(engine)
     repo = Repo(engine)
@@ -223,6 +234,8 @@ async def start_rig(
     except BaseException:
         await dispatcher.stop()
         await engine.dispose()
+        if agents is not None:
+            await agents.stop()
         if world is not None:
             await world.stop()
         raise
@@ -232,9 +245,11 @@ async def start_rig(
         return KubeconfigRef(path=str(real.kubeconfig(name))) if real is not None else ref
 
     manager = await connect("manager-test", admin("manager", config.manager))
-    rig = Rig(world, config, repo, dispatcher, manager, real=real)
+    rig = Rig(world, config, repo, dispatcher, manager, real=real, agents=agents)
     for w in config.workers:
         rig.workers[w.name] = await connect(f"{w.name}-test", admin(w.name, w.kube))
+        inside = real.inside_kubeconfig(w.name) if real is not None else tmp / f"{w.name}.agent.kubeconfig"
+        rig.inside[w.name] = await connect(f"{w.name}-inside", KubeconfigRef(path=str(inside)))
 
     async def ready() -> bool:
         caps = [c for n, c in dispatcher.capacities.items() if n not in (tokens or {})]
@@ -247,8 +262,10 @@ async def start_rig(
 async def stop_rig(rig: Rig) -> None:
     await rig.dispatcher.stop()
     await rig.manager.close()
-    for c in rig.workers.values():
+    for c in (*rig.workers.values(), *rig.inside.values()):
         await c.close()
     await rig.repo.engine.dispose()
+    if rig.agents is not None:
+        await rig.agents.stop()
     if rig.world is not None:
         await rig.world.stop()

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from simclient import wait_for
 
-from dispatcher.placement.vgpu import (
+from dispatcher.placement.hami.health import check_handshake
+from dispatcher.placement.hami.names import (
     ALLOCATED_ANNOTATION,
     ASSIGNED_NODE_ANNOTATION,
     ASSIGNED_TIME_ANNOTATION,
@@ -24,11 +25,9 @@ from dispatcher.placement.vgpu import (
     HANDSHAKE_ANNOTATION,
     REGISTER_ANNOTATION,
     TO_ALLOCATE_ANNOTATION,
-    check_handshake,
-    decode_node_devices,
-    decode_pod_devices,
-    encode_node_devices,
 )
+from dispatcher.placement.hami.nodecodec import decode_node_devices, encode_node_devices
+from dispatcher.placement.hami.podcodec import decode_pod_devices
 from dispatcher.sim.cluster import ClusterOptions, SimCluster
 from dispatcher.sim.constants import RUN_SECONDS
 from dispatcher.sim.controllers.hami import HamiController, gpu_uuid

@@ -17,8 +17,16 @@ from typing import Any
 
 import pytest
 
-from dispatcher.placement import quota as model
-from dispatcher.placement import vgpu as model_vgpu
+from dispatcher.placement.hami import devices as model_devices
+from dispatcher.placement.hami import fit as model_fit
+from dispatcher.placement.hami import names as model_names
+from dispatcher.placement.hami import webhook as model_webhook
+from dispatcher.placement.kueue import assignment as model_assignment
+from dispatcher.placement.kueue import flavors as model_flavors
+from dispatcher.placement.kueue import preemption as model_preemption
+from dispatcher.placement.kueue import specs as model_specs
+from dispatcher.placement.kueue import tree as model_tree
+from dispatcher.placement.kueue import workloads as model_workloads
 from dispatcher.placement.partial import partial_counts
 from dispatcher.sim.hami import config as hami_config
 from dispatcher.sim.hami import devices as hami_devices
@@ -163,26 +171,26 @@ def _by_model(
     cq: str,
     prio: int,
 ) -> tuple[Any, ...]:
-    tree = model.QuotaTree(
-        [model.ClusterQueueSpec.from_object(c) for c in cqs], [model.CohortSpec.from_object(c) for c in cohorts]
+    tree = model_tree.QuotaTree(
+        [model_specs.ClusterQueueSpec.from_object(c) for c in cqs],
+        [model_specs.CohortSpec.from_object(c) for c in cohorts],
     )
     for key, name, usage, priority, ts in admitted:
-        tree.add_workload(model.AdmittedWorkload(key, name, dict(usage), priority, ts, ts + 1, False, key))
-    specs = {f["metadata"]["name"]: model.ResourceFlavorSpec.from_object(f) for f in flavors}
-    requests = model.workload_pod_sets({"spec": {"podSets": pod_sets}})
+        tree.add_workload(model_workloads.AdmittedWorkload(key, name, dict(usage), priority, ts, ts + 1, False, key))
+    specs = {f["metadata"]["name"]: model_specs.ResourceFlavorSpec.from_object(f) for f in flavors}
+    requests = model_workloads.workload_pod_sets({"spec": {"podSets": pod_sets}})
     kw: Any = {"priority": prio, "queue_order_time": 500.0, "now": 5000.0}
-    assignment = model.assign_flavors(tree, cq, requests, specs, **kw)
-    targets: list[model.PreemptionTarget] = []
-    if assignment.mode is not model.FlavorAssignmentMode.FIT:
-        if assignment.mode is model.FlavorAssignmentMode.PREEMPT:
-            targets = model.preemption_targets(tree, assignment, **kw)
+    assignment = model_flavors.assign_flavors(tree, cq, requests, specs, **kw)
+    targets: list[model_preemption.PreemptionTarget] = []
+    if assignment.mode is not model_assignment.FlavorAssignmentMode.FIT:
+        if assignment.mode is model_assignment.FlavorAssignmentMode.PREEMPT:
+            targets = model_assignment.preemption_targets(tree, assignment, **kw)
         if not targets:
             partial = partial_counts(tree, cq, requests, specs, **kw)
             if partial is not None:
                 assignment, targets = partial.assignment, partial.targets
-    mode = {model.FlavorAssignmentMode.FIT: "Fit", model.FlavorAssignmentMode.PREEMPT: "Preempt"}.get(
-        assignment.mode, "NoFit"
-    )
+    modes = model_assignment.FlavorAssignmentMode
+    mode = {modes.FIT: "Fit", modes.PREEMPT: "Preempt"}.get(assignment.mode, "NoFit")
     return (
         mode,
         [{r: a.flavor for r, a in p.flavors.items()} for p in assignment.pod_sets],
@@ -304,11 +312,11 @@ def _hami_case(rng: random.Random) -> tuple[dict[str, list[Obj]], dict[str, dict
 
 
 def _hami_by_model(nodes: dict[str, list[Obj]], annotations: dict[str, dict[str, str]], pod: Obj) -> tuple[Any, ...]:
-    mutated = model_vgpu.mutate_pod(pod)
+    mutated = model_webhook.mutate_pod(pod)
     usage = {
         n: [
-            model_vgpu.DeviceUsage(
-                model_vgpu.DeviceInfo(
+            model_devices.DeviceUsage(
+                model_devices.DeviceInfo(
                     d["id"], d["index"], d["count"], d["devmem"], 100, d["type"], d["numa"], d["health"], "hami-core"
                 ),
                 d["used"],
@@ -320,8 +328,8 @@ def _hami_by_model(nodes: dict[str, list[Obj]], annotations: dict[str, dict[str,
         for n, devices in nodes.items()
     }
     try:
-        result = model_vgpu.schedule_pod(usage, mutated, node_annotations=annotations)
-    except model_vgpu.HamiSchedulingError as err:
+        result = model_fit.schedule_pod(usage, mutated, node_annotations=annotations)
+    except model_names.HamiSchedulingError as err:
         return ("error", str(err))
     if result.passthrough:
         return ("passthrough",)

@@ -13,21 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dispatcher.placement.kueue.amounts import FlavorResource
+from dispatcher.placement.kueue.assignment import Assignment, FlavorAssignmentMode
+from dispatcher.placement.kueue.flavors import assign_flavors
+from dispatcher.placement.kueue.preemption import PreemptionOracle, PreemptionPossibility
+from dispatcher.placement.kueue.specs import ClusterQueueSpec, CohortSpec, ResourceFlavorSpec
+from dispatcher.placement.kueue.tree import QuotaTree
+from dispatcher.placement.kueue.workloads import PodSetRequest, workload_pod_sets
 from dispatcher.placement.partial import PartialAdmission, partial_counts
-from dispatcher.placement.quota import (
-    Assignment,
-    ClusterQueueSpec,
-    CohortSpec,
-    FlavorAssignmentMode,
-    FlavorResource,
-    PodSetRequest,
-    PreemptionOracle,
-    PreemptionPossibility,
-    QuotaTree,
-    ResourceFlavorSpec,
-    assign_flavors,
-    workload_pod_sets,
-)
 
 FIT = FlavorAssignmentMode.FIT
 PREEMPT = FlavorAssignmentMode.PREEMPT

@@ -28,18 +28,13 @@ from kueuebuild import (
     rg,
 )
 
-from dispatcher.placement.quota import (
-    EXCEEDS_MAX_QUOTA,
-    NO_MATCHING_FLAVOR,
-    ClusterQueueSpec,
-    FlavorAssignmentMode,
-    FlavorResource,
-    PodSetRequest,
-    PreemptionPossibility,
-    QuotaTree,
-    assign_flavors,
-    workload_pod_sets,
-)
+from dispatcher.placement.kueue.amounts import FlavorResource
+from dispatcher.placement.kueue.assignment import EXCEEDS_MAX_QUOTA, NO_MATCHING_FLAVOR, FlavorAssignmentMode
+from dispatcher.placement.kueue.flavors import assign_flavors
+from dispatcher.placement.kueue.preemption import PreemptionPossibility
+from dispatcher.placement.kueue.specs import ClusterQueueSpec
+from dispatcher.placement.kueue.tree import QuotaTree
+from dispatcher.placement.kueue.workloads import PodSetRequest, workload_pod_sets
 
 SOURCE = "pkg/scheduler/flavorassigner/flavorassigner_test.go"
 
@@ -890,7 +885,7 @@ def test_hierarchical_flavor_assignment(
 @pytest.mark.kueue(source=SOURCE, test="TestIsPreferred")
 def test_is_preferred_kueue_table() -> None:
     # Kueue: flavorassigner_test.go TestIsPreferred, over (preemption mode, borrowing level).
-    from dispatcher.placement.quota import _is_preferred  # the ordering has no public surface of its own
+    from dispatcher.placement.kueue.flavors import _is_preferred  # the ordering has no public surface of its own
 
     no_fit, no_cand, preempt, _reclaim, fit = range(5)
     pob = "PreemptionOverBorrowing"

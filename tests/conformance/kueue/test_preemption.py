@@ -7,15 +7,11 @@ from dataclasses import dataclass
 import pytest
 from kueuebuild import NEVER_TIME, fq, make_cohort, make_cq, rg
 
-from dispatcher.placement.quota import (
-    AdmittedWorkload,
-    ClusterQueueSpec,
-    CohortSpec,
-    FlavorResource,
-    QuotaTree,
-    candidates_order_key,
-    find_preemption_targets,
-)
+from dispatcher.placement.kueue.amounts import FlavorResource
+from dispatcher.placement.kueue.preemption import candidates_order_key, find_preemption_targets
+from dispatcher.placement.kueue.specs import ClusterQueueSpec, CohortSpec
+from dispatcher.placement.kueue.tree import QuotaTree
+from dispatcher.placement.kueue.workloads import AdmittedWorkload
 from dispatcher.quantity import kueue_value
 
 SOURCE = "pkg/scheduler/preemption/preemption_test.go"

@@ -8,12 +8,10 @@ from typing import Any
 import pytest
 from kueuebuild import NEVER_TIME, fq, make_cohort, make_cq, rg
 
-from dispatcher.placement.quota import (
-    AdmittedWorkload,
-    FlavorResource,
-    QuotaTree,
-    find_preemption_targets,
-)
+from dispatcher.placement.kueue.amounts import FlavorResource
+from dispatcher.placement.kueue.preemption import find_preemption_targets
+from dispatcher.placement.kueue.tree import QuotaTree
+from dispatcher.placement.kueue.workloads import AdmittedWorkload
 from dispatcher.quantity import kueue_value
 
 SOURCE = "pkg/scheduler/preemption/preemption_hierarchical_test.go"

@@ -10,12 +10,9 @@ from typing import Any
 import pytest
 from kueuebuild import fq, make_cohort, make_cq, rg
 
-from dispatcher.placement.quota import (
-    ClusterQueueSpec,
-    CohortSpec,
-    FlavorResource,
-    QuotaTree,
-)
+from dispatcher.placement.kueue.amounts import FlavorResource
+from dispatcher.placement.kueue.specs import ClusterQueueSpec, CohortSpec
+from dispatcher.placement.kueue.tree import QuotaTree
 
 SOURCE = "pkg/cache/scheduler/resource_test.go"
 

@@ -6,14 +6,10 @@ from __future__ import annotations
 import pytest
 from kueuebuild import admit_or_reduce, partial_pod_set, schedule_tree
 
-from dispatcher.placement.quota import (
-    AdmittedWorkload,
-    FlavorAssignmentMode,
-    QuotaTree,
-    assign_flavors,
-    preemption_targets,
-    workload_pod_sets,
-)
+from dispatcher.placement.kueue.assignment import FlavorAssignmentMode, preemption_targets
+from dispatcher.placement.kueue.flavors import assign_flavors
+from dispatcher.placement.kueue.tree import QuotaTree
+from dispatcher.placement.kueue.workloads import AdmittedWorkload, workload_pod_sets
 
 SOURCE = "pkg/scheduler/scheduler_test.go"
 

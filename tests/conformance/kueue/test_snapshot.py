@@ -5,10 +5,8 @@ from __future__ import annotations
 import pytest
 from kueuebuild import fq, make_cq, rg
 
-from dispatcher.placement.quota import (
-    AdmittedWorkload,
-    QuotaTree,
-)
+from dispatcher.placement.kueue.tree import QuotaTree
+from dispatcher.placement.kueue.workloads import AdmittedWorkload
 
 SOURCE = "pkg/cache/scheduler/snapshot_test.go"
 
