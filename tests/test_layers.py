@@ -34,7 +34,7 @@ def _lint(cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_the_layer_contracts_hold() -> None:
     result = _lint(ROOT)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "4 kept, 0 broken" in result.stdout
+    assert "5 kept, 0 broken" in result.stdout
 
 
 def test_an_upward_import_breaks_them(tmp_path: Path) -> None:
@@ -46,6 +46,21 @@ def test_an_upward_import_breaks_them(tmp_path: Path) -> None:
     assert result.returncode != 0 and "dispatcher.placement.kueue.tree -> dispatcher.service" in result.stdout, (
         result.stdout[-3000:]
     )
+
+
+def test_the_simulator_does_not_borrow_the_placement_model(tmp_path: Path) -> None:
+    """The simulated Kueue and HAMi implement their rules themselves: importing the product's placement model or its
+    request arithmetic from anywhere under dispatcher.sim breaks the ``sim-own-rules`` contract."""
+    shutil.copytree(ROOT / "dispatcher", tmp_path / "dispatcher", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    quota = tmp_path / "dispatcher" / "sim" / "kueue" / "quota.py"
+    quota.write_text(quota.read_text() + "\nfrom ...placement.kueue.tree import QuotaTree as _Q  # planted\n")
+    fit = tmp_path / "dispatcher" / "sim" / "hami" / "fit.py"
+    fit.write_text(fit.read_text() + "\nfrom ...resources import pod_requests as _p  # planted\n")
+    result = _lint(tmp_path)
+    assert result.returncode != 0, result.stdout[-3000:]
+    assert "dispatcher.sim.kueue.quota -> dispatcher.placement.kueue.tree" in result.stdout, result.stdout[-3000:]
+    assert "dispatcher.sim.hami.fit -> dispatcher.resources" in result.stdout, result.stdout[-3000:]
 
 
 def test_no_two_top_level_modules_import_each_other() -> None:

@@ -6,7 +6,6 @@ from typing import Any
 
 import yaml
 
-from dispatcher.placement.kueue.specs import QueueingStrategy
 from dispatcher.sim.controllers.kueue_jobs import BatchJobIntegration
 from dispatcher.sim.controllers.kueue_model import (
     KueueConfig,
@@ -205,9 +204,9 @@ def test_batch_job_integration() -> None:
 
 
 def test_cluster_queue_queue_orders_parks_and_blocks() -> None:
-    from dispatcher.sim.controllers.kueue import _ClusterQueueQueue
+    from dispatcher.sim.controllers.kueue import ClusterQueueQueue
 
-    q = _ClusterQueueQueue(QueueingStrategy.BEST_EFFORT_FIFO)
+    q = ClusterQueueQueue(strict=False)
     q.add(("ns", "low"), (0, 1.0, "1"))
     q.add(("ns", "high"), (-10, 2.0, "2"))
     q.add(("ns", "low2"), (0, 1.0, "3"))
@@ -219,7 +218,7 @@ def test_cluster_queue_queue_orders_parks_and_blocks() -> None:
     assert q.pop_head() is None
     q.requeue_all()
     assert q.pop_head() == ("ns", "high")
-    strict = _ClusterQueueQueue(QueueingStrategy.STRICT_FIFO)
+    strict = ClusterQueueQueue(strict=True)
     strict.add(("ns", "a"), (0, 1.0, "1"))
     strict.add(("ns", "b"), (0, 2.0, "2"))
     assert strict.pop_head() == ("ns", "a")

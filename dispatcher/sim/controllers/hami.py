@@ -1,7 +1,7 @@
 """HAMi for the simulated clusters: its NVIDIA device plugin, its scheduler (as an extender) and its webhook.
 
 What a HAMi install (``Project-HAMi/HAMi``, see ``/work/shared/hami-rules.md``) does to a cluster, with the
-rules themselves taken from :mod:`dispatcher.placement.vgpu`:
+rules themselves in the simulator's own :mod:`dispatcher.sim.hami` package:
 
 - **device plugin** (one per GPU node of the topology): registers the node's GPUs in
   ``hami.io/node-nvidia-register`` (HAMi's JSON form, one entry per physical GPU with its UUID, split count,
@@ -27,8 +27,8 @@ rules themselves taken from :mod:`dispatcher.placement.vgpu`:
 Devices free when a pod ends or is deleted: usage is rebuilt from the pods the scheduler passes in (non-terminal
 ones), and the scheduler retries parked pods when a bound pod finishes.
 
-Not modelled: HAMi's namespace quota (the simulator serves no ResourceQuota), MIG-mode GPUs in the topology, the
-node lock HAMi's Bind takes and the device plugin releases (both happen at once here), HAMi's scheduling events.
+Not modelled: HAMi's namespace quota (the simulator serves no ResourceQuota), MIG-mode GPUs, the node lock HAMi's
+Bind takes and the device plugin releases (both happen at once here), HAMi's scheduling events.
 """
 
 from __future__ import annotations
@@ -41,23 +41,31 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from ...placement.hami.devices import DEFAULT_CONFIG, DeviceInfo, DeviceUsage, HamiConfig
-from ...placement.hami.fit import schedule_pod
-from ...placement.hami.health import NvidiaHealthTracker
-from ...placement.hami.names import (
-    HANDSHAKE_ANNOTATION,
-    REGISTER_ANNOTATION,
-    HamiAdmissionError,
-    HamiFormatError,
-    HamiSchedulingError,
-)
-from ...placement.hami.nodecodec import encode_node_devices, node_devices_from_annotations, register_device
-from ...placement.hami.podcodec import bind_annotations
-from ...placement.hami.usage import PodAllocation, node_usage
-from ...placement.hami.webhook import is_hami_request, mutate_pod
 from ...quantity import QuantityError, parse_quantity
 from ..api import Admission, Api
 from ..errors import ApiError
+from ..hami.config import (
+    DEFAULT_CONFIG,
+    HANDSHAKE_ANNOTATION,
+    REGISTER_ANNOTATION,
+    HamiAdmissionError,
+    HamiConfig,
+    HamiFormatError,
+    HamiSchedulingError,
+)
+from ..hami.devices import (
+    DeviceInfo,
+    DeviceUsage,
+    PodAllocation,
+    bind_annotations,
+    encode_node_devices,
+    node_devices_from_annotations,
+    node_usage,
+    register_device,
+)
+from ..hami.fit import schedule_pod
+from ..hami.health import NodeHealth
+from ..hami.requests import is_hami_request, mutate_pod
 from ..store import StoreEvent
 from ..topology import GpuSpec
 from .base import Controller, LocalClient
@@ -129,11 +137,13 @@ class HamiController(Controller):
         self._kubelet = LocalClient(api, "kubelet")
         self._scheduler = LocalClient(api, "scheduler")
         self._nodes_rt = api.rt("", "Node")
-        self._health = NvidiaHealthTracker()
+        self._health = NodeHealth()
         #: What each node's device plugin last registered (its ``deviceCache``), with the node's uid.
         self._plugin_cache: dict[str, tuple[str, str]] = {}
         #: HAMi's scheduler node cache: the GPUs of every registered, healthy node.
         self._registered: dict[str, tuple[DeviceInfo, ...]] = {}
+        #: Their topology pair scores (``hami.io/node-nvidia-score``), for the ``topology-aware`` GPU policy.
+        self._pair_scores: dict[str, dict[str, dict[str, int]]] = {}
         #: Decoded allocations of bound pods, by uid: (resourceVersion, allocation or None).
         self._allocations: dict[str, tuple[str, PodAllocation | None]] = {}
         #: Per-node usage, valid while the node's devices and its allocated pods (uid, resourceVersion) are the same.
@@ -151,12 +161,7 @@ class HamiController(Controller):
         out = []
         for i in range(spec.count):
             info = register_device(
-                gpu_uuid(node, i),
-                i,
-                spec.memory_mib,
-                spec.type,
-                numa=_numa(i, spec.count),
-                split_count=spec.split,
+                gpu_uuid(node, i), i, spec.memory_mib, spec.type, numa=_numa(i, spec.count), split_count=spec.split
             )
             out.append(info if info.devcore == spec.cores else replace(info, devcore=spec.cores))
         return out
@@ -207,8 +212,9 @@ class HamiController(Controller):
     def _forget(self, name: str) -> None:
         self._plugin_cache.pop(name, None)
         self._registered.pop(name, None)
+        self._pair_scores.pop(name, None)
         self._usage.pop(name, None)
-        self._health.node_deleted(name)
+        self._health.forget(name)
 
     # -- device plugin -------------------------------------------------------------------------------
 
@@ -249,8 +255,9 @@ class HamiController(Controller):
             ((node.get("status") or {}).get("allocatable") or {}).get(self.config.resource_count)
         )
         devices: list[DeviceInfo] | None
+        scores: dict[str, dict[str, int]] = {}
         try:
-            devices = node_devices_from_annotations(annotations)[0]
+            devices, scores = node_devices_from_annotations(annotations)
         except HamiFormatError:
             devices = None
         check = self._health.check(name, annotations, allocatable, datetime.now())
@@ -261,7 +268,7 @@ class HamiController(Controller):
         if not check.healthy:
             if name in self._registered:
                 # NodeCleanUp: the handshake goes, and so do the node's GPUs in the scheduler's cache.
-                self._health.node_deleted(name)
+                self._health.forget(name)
                 with contextlib.suppress(ApiError):
                     self._scheduler.patch(
                         self._nodes_rt, None, name, {"metadata": {"annotations": {HANDSHAKE_ANNOTATION: None}}}
@@ -273,6 +280,7 @@ class HamiController(Controller):
             return
         if check.changed:
             self._registered[name] = tuple(devices)
+            self._pair_scores[name] = scores
 
     # -- webhook -------------------------------------------------------------------------------------
 
@@ -299,7 +307,7 @@ class HamiController(Controller):
 
     def interested(self, pod: Obj) -> bool:
         """Whether HAMi's Filter handles the pod: a container with a HAMi request (the stored, mutated spec)."""
-        return is_hami_request(pod.get("spec") or {}, self.config, webhook=False)
+        return is_hami_request(pod.get("spec") or {}, self.config)
 
     def _allocation(self, pod: Obj) -> PodAllocation | None:
         meta = pod["metadata"]
@@ -348,13 +356,12 @@ class HamiController(Controller):
             usage[name] = devices
             node_annotations[name] = _annotations(node)
         try:
-            result = schedule_pod(usage, pod, self.config, node_annotations=node_annotations)
+            result = schedule_pod(
+                usage, pod, self.config, node_annotations=node_annotations, pair_scores=self._pair_scores
+            )
         except HamiSchedulingError as exc:
             return f"calcScore failed {exc} for pod {pod['metadata']['name']}"
-        if result.passthrough:
-            # Unreachable (``interested`` is false for such pods); HAMi would pass every node through.
-            return min(nodes, key=lambda n: str(n["metadata"]["name"]))["metadata"]["name"], {}
         if result.node is None or result.fit is None:
-            failed.update(result.failed_nodes)
+            failed.update(result.failed)
             return failed
-        return result.node, bind_annotations(result.node, result.fit.hami_devices, time.time())
+        return result.node, bind_annotations(result.node, result.fit.devices, time.time())

@@ -11,21 +11,16 @@ follows Kueue v1beta2 at the commit whose CRDs the project ships: ``pkg/controll
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 import yaml
 
-from ...placement.kueue.amounts import format_amount
-from ...placement.kueue.workloads import PodSetRequest
-from ...quantity import kueue_value
-from ...resources import ResourceTransformation, pod_requests, transform
 from ..api import now_rfc3339 as _api_now
+from ..kueue.requests import PodSet, ResourceTransformation, quantity_string, workload_pod_sets
 
 __all__ = [
     "CLUSTER_QUEUE_LABEL",
@@ -387,35 +382,21 @@ class KueueConfig:
         return cls(tuple(transformations), prefixes)
 
 
-def per_pod_requests(pod_spec: Mapping[str, Any], config: KueueConfig) -> dict[str, int]:
-    """One pod's requests in Kueue units after the configured exclusions and transformations."""
-    raw = pod_requests(pod_spec)
-    transformed = transform(raw, config.transformations, config.excluded_prefixes)
-    return {name: max(0, kueue_value(name, q)) for name, q in transformed.items()}
+def pod_set_request(pod_set: Mapping[str, Any], count: int, config: KueueConfig) -> PodSet:
+    """A Workload ``spec.podSets[]`` entry as the flavor assigner sees it (``count`` pods), with the transformations
+    and excluded prefixes of Kueue's configuration."""
+    [ps] = workload_pod_sets(
+        {"spec": {"podSets": [{**pod_set, "count": count}]}}, config.transformations, config.excluded_prefixes
+    )
+    return ps
 
 
-def pod_set_request(pod_set: Mapping[str, Any], count: int, config: KueueConfig) -> PodSetRequest:
-    """A Workload ``spec.podSets[]`` entry as the flavor assigner sees it, with Kueue's transformations."""
-    base = PodSetRequest.from_object(pod_set, count=count)
-    spec = ((pod_set.get("template") or {}).get("spec")) or {}
-    return dataclasses.replace(base, requests=per_pod_requests(spec, config))
-
-
-def resource_requests_status(pod_sets: Sequence[PodSetRequest]) -> list[Obj]:
+def resource_requests_status(pod_sets: Sequence[PodSet]) -> list[Obj]:
     """``status.resourceRequests``: per pod set, the total (per pod x count) Kueue counts."""
-    out: list[Obj] = []
-    for ps in pod_sets:
-        resources = {name: format_amount(name, value * ps.count) for name, value in sorted(ps.requests.items())}
-        out.append({"name": ps.name, "resources": resources})
-    return out
-
-
-def total_requests(pod_sets: Iterable[PodSetRequest]) -> dict[str, Fraction]:
-    total: dict[str, Fraction] = {}
-    for ps in pod_sets:
-        for name, value in ps.requests.items():
-            total[name] = total.get(name, Fraction(0)) + value * ps.count
-    return total
+    return [
+        {"name": ps.name, "resources": {r: quantity_string(r, v) for r, v in sorted(ps.totals().items())}}
+        for ps in pod_sets
+    ]
 
 
 # --------------------------------------------------------------------------------------------------------------
