@@ -63,6 +63,17 @@ def render_workload(wl: Workload) -> str:
             f"{decision.get('summary', '')}"
         )
         lines.extend(render_decision(decision))
+        chosen, fencing = decision.get("chosen"), decision.get("fencing")
+        if chosen and fencing == "agent":
+            lines.append(
+                f"Failover: exactly once: a fencing agent runs on {chosen}, so if {chosen} is cut off its copy is "
+                "stopped there before the workload starts elsewhere"
+            )
+        elif chosen and fencing == "none":
+            lines.append(
+                f"Failover: at-least-once: {chosen} has fencing: none, so if it is cut off (alive, unreachable) its "
+                "copy may keep running while the workload runs again elsewhere"
+            )
         copies = decision.get("copies")
         if copies:  # allAtOnce / incremental (MultiKueue's strategies)
             lines.append(f"Strategy {decision.get('strategy')}: copies on {', '.join(str(c) for c in copies)}")

@@ -30,6 +30,11 @@ family                                             type       labels
 ``kueue_dispatcher_worker_cordoned``               gauge      cluster
 ``kueue_dispatcher_worker_in_flight``              gauge      cluster
 ``kueue_dispatcher_worker_api_latency_seconds``    gauge      cluster
+``kueue_dispatcher_fencing_agent_up``              gauge      cluster (workers with fencing: agent: 1 while
+                                                              its agent's heartbeat arrives, 0 once it stopped;
+                                                              absent before one was seen)
+``kueue_dispatcher_fencing_lease_renewing``        gauge      cluster (1 while the fencing Lease is renewed and
+                                                              accepted; 0 once Lost or refused)
 ``kueue_dispatcher_local_queue_pending_workloads`` gauge      name, namespace, status (active, inadmissible:
                                                               a problem or a shape no worker can ever hold)
 ``kueue_dispatcher_admission_wait_time_seconds``   histogram  cluster, cluster_queue, priority_class (manager
@@ -161,6 +166,17 @@ class DispatcherCollector:
             labels=["cluster"],
         )
         yield GaugeMetricFamily(
+            f"{PREFIX}_fencing_agent_up",
+            "1 while the fencing agent of a worker with fencing: agent sends its heartbeat, 0 once it stopped.",
+            labels=["cluster"],
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_fencing_lease_renewing",
+            "1 while this dispatcher renews its fencing Lease on the worker and the worker accepts it; 0 when the "
+            "worker is Lost (its agent then fences) or refuses the Lease.",
+            labels=["cluster"],
+        )
+        yield GaugeMetricFamily(
             f"{PREFIX}_local_queue_pending_workloads",
             "Workloads waiting for a worker, per LocalQueue (name, namespace) and status: active (placement will "
             "place them when a worker can take them) or inadmissible (a problem with the object, or a shape no "
@@ -217,6 +233,13 @@ class DispatcherCollector:
             in_flight.add_metric([name], float(cap.in_flight))
             client = clients.get(name)
             latency.add_metric([name], float(client.latency if client is not None else cap.latency))
+        leases: Any = getattr(d, "leases", None)
+        for name in sorted(leases.workers if leases is not None else ()):
+            fencing = leases.describe(name)
+            if fencing["agentUp"] is not None:
+                families[f"{PREFIX}_fencing_agent_up"].add_metric([name], 1.0 if fencing["agentUp"] else 0.0)
+            renewing = bool(fencing["renewing"]) and not fencing["renewRefused"]
+            families[f"{PREFIX}_fencing_lease_renewing"].add_metric([name], 1.0 if renewing else 0.0)
 
     @staticmethod
     def _quotas(d: Any, families: dict[str, Family]) -> None:

@@ -60,8 +60,9 @@ def _table(rows: list[list[str]], wrap_last: int | None = None) -> str:
 
 
 def clusters_table(body: Any) -> str:
-    rows = [["CLUSTER", "HEALTH", "CORDONED", "SYNCED", "IN-FLIGHT", "WEIGHT", "LATENCY", "REASON"]]
+    rows = [["CLUSTER", "HEALTH", "CORDONED", "SYNCED", "IN-FLIGHT", "WEIGHT", "LATENCY", "FENCING", "REASON"]]
     for c in body.get("items") or []:
+        fencing = c.get("fencing") or {}
         rows.append(
             [
                 str(c.get("name")),
@@ -71,10 +72,21 @@ def clusters_table(body: Any) -> str:
                 str(c.get("inFlight", c.get("in_flight", ""))),
                 str(c.get("weight")),
                 f"{float(c.get('latencySeconds', c.get('latency', 0)) or 0) * 1000:.0f}ms",
+                _fencing_cell(fencing),
                 str(c.get("reason") or ""),
             ]
         )
     return _table(rows)
+
+
+def _fencing_cell(fencing: Any) -> str:
+    """``agent``, ``agent (DOWN)``, ``agent (refused)``, ``agent (unseen)``, or ``none (at-least-once)``."""
+    if not isinstance(fencing, dict) or fencing.get("mode") != "agent":
+        return "none (at-least-once)"
+    if fencing.get("renewRefused"):
+        return "agent (refused)"
+    up = fencing.get("agentUp")
+    return "agent" if up else ("agent (unseen)" if up is None else "agent (DOWN)")
 
 
 def workloads_table(body: Any) -> str:

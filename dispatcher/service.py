@@ -972,7 +972,7 @@ class Dispatcher:
                 cluster=d.chosen.cluster if d.chosen else "",
                 strategy=d.strategy,
                 score=d.chosen.score if d.chosen else None,
-                decision=d.explanation(),
+                decision=self._explanation(d),
             )
             for live, d in chosen
         ]
@@ -1002,6 +1002,14 @@ class Dispatcher:
             self.placements_made += 1
             self._spawn(self._mirror(live, d), live)
         return True
+
+    def _explanation(self, d: Decision) -> Obj:
+        """The decision as SQL keeps it, with the chosen worker's fencing (``dispatcher explain`` says plainly when
+        a failover from there would be at-least-once)."""
+        out = d.explanation()
+        if d.chosen is not None:
+            out["fencing"] = "agent" if self.leases.fenced(d.chosen.cluster) else "none"
+        return out
 
     def _record_waiting(
         self, workload_id: int, decision: Decision, waiting: list[tuple[int, int, dict[str, Any], str | None]]

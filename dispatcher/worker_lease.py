@@ -33,14 +33,35 @@ from .fencing import Deposed
 from .kube.client import ClusterClient, KubeError
 from .kube.informer import Informer
 
-__all__ = ["AgentSeen", "WorkerLeases"]
+__all__ = ["DESCRIBE_KEYS", "AgentSeen", "WorkerLeases", "no_fencing"]
 
 log = logging.getLogger("dispatcher.fencing")
 Obj = dict[str, Any]
+#: The keys of :meth:`WorkerLeases.describe` (the API's ``fencing`` object).
+DESCRIBE_KEYS = (
+    "mode",
+    "summary",
+    "leaseDurationSeconds",
+    "graceSeconds",
+    "renewing",
+    "lastRenewedSecondsAgo",
+    "renewRefused",
+    "agentUp",
+    "agentLastSeenSecondsAgo",
+    "agentExpired",
+    "agentFenced",
+)
 
 
 def _micro_time(at: datetime) -> str:
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def no_fencing() -> Obj:
+    """:meth:`WorkerLeases.describe` of a worker with ``fencing: none``."""
+    out: Obj = dict.fromkeys(DESCRIBE_KEYS)
+    out.update(mode="none", summary="none (failover from a partitioned worker is at-least-once)")
+    return out
 
 
 @dataclass
@@ -84,6 +105,8 @@ class WorkerLeases:
         #: worker -> when the latest acknowledged renewal was sent.
         self.renewed: dict[str, float] = {}
         self.failures: dict[str, int] = {}
+        #: worker -> why it refuses our renewals (401/403), until one is accepted again.
+        self.refused: dict[str, str] = {}
         self.agents: dict[str, AgentSeen] = {w: AgentSeen() for w in self.workers}
         self._held: set[str] = set()
         self._released: dict[str, asyncio.Event] = {w: asyncio.Event() for w in self.workers}
@@ -167,26 +190,30 @@ class WorkerLeases:
         return seen.up(self.clock()) if seen is not None else None
 
     def describe(self, worker: str) -> Obj:
-        """What the API and ``dispatcher cluster list`` show of ``worker``'s fencing."""
+        """What the API and ``dispatcher cluster list`` show of ``worker``'s fencing (always the same keys)."""
         if worker not in self._released:
-            return {"mode": "none", "summary": "none (failover from a partitioned worker is at-least-once)"}
+            return no_fencing()
+        out: Obj = dict.fromkeys(DESCRIBE_KEYS)
         now = self.clock()
         seen = self.agents.get(worker) or AgentSeen()
         up = seen.up(now)
-        out: Obj = {
-            "mode": "agent",
-            "leaseDurationSeconds": self.policy.lease_duration,
-            "graceSeconds": self.policy.grace,
-            "renewing": worker not in self._held,
-            "lastRenewedSecondsAgo": round(now - self.renewed[worker], 1) if worker in self.renewed else None,
-            "agentUp": up,
-            "agentLastSeenSecondsAgo": round(now - seen.observed_at, 1) if seen.observed_at else None,
-        }
+        out.update(
+            mode="agent",
+            leaseDurationSeconds=self.policy.lease_duration,
+            graceSeconds=self.policy.grace,
+            renewing=worker not in self._held,
+            lastRenewedSecondsAgo=round(now - self.renewed[worker], 1) if worker in self.renewed else None,
+            renewRefused=self.refused.get(worker),
+            agentUp=up,
+            agentLastSeenSecondsAgo=round(now - seen.observed_at, 1) if seen.observed_at else None,
+        )
         mine = (seen.status or {}).get(self.origin)
         if isinstance(mine, dict):
             out["agentExpired"] = bool(mine.get("expired"))
             out["agentFenced"] = int(mine.get("fenced") or 0)
-        if up is None:
+        if worker in self.refused:
+            out["summary"] = f"agent (the worker refuses the fencing Lease: {self.refused[worker]})"
+        elif up is None:
             out["summary"] = "agent (no agent heartbeat seen yet: failover is at-least-once until one is)"
         elif up:
             out["summary"] = "agent (running)"
@@ -259,10 +286,20 @@ class WorkerLeases:
             return False  # no longer the leader: the new one renews
         except KubeError as exc:
             self.failures[worker] = self.failures.get(worker, 0) + 1
-            if self.failures[worker] == 1 or exc.rejected:
-                level = logging.ERROR if exc.rejected else logging.INFO
-                log.log(level, "fencing Lease on %s not renewed: %s", worker, exc.rejection() if exc.rejected else exc)
+            if exc.rejected:
+                # Fail loud: the agent there will stop our copies once the Lease runs out.
+                if worker not in self.refused:
+                    log.error(
+                        "worker %s refuses the fencing Lease (%s): its fencing agent will stop this dispatcher's "
+                        "copies there; grant the dispatcher deploy/worker/'s Lease rights",
+                        worker,
+                        exc.rejection(),
+                    )
+                self.refused[worker] = exc.rejection()
+            elif self.failures[worker] == 1:
+                log.info("fencing Lease on %s not renewed: %s", worker, exc)
             return False
+        self.refused.pop(worker, None)
         if self.failures.pop(worker, 0):
             log.info("fencing Lease on %s renewed again", worker)
         self.renewed[worker] = sent

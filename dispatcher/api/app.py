@@ -350,8 +350,17 @@ async def list_clusters(request: web.Request) -> web.Response:
     query_params(request, ())
     d = request.app[DISPATCHER]
     since = await overview.health_since(request)
-    items = [views.cluster_summary(cap, d.clients.get(name), since.get(name)) for name, cap in d.capacities.items()]
+    items = [
+        views.cluster_summary(cap, d.clients.get(name), since.get(name), _fencing(d, name))
+        for name, cap in d.capacities.items()
+    ]
     return json_response({"items": items})
+
+
+def _fencing(d: Any, name: str) -> dict[str, Any] | None:
+    """The worker's fencing as the dispatcher sees it (its Lease renewals, its agent's heartbeat)."""
+    leases = getattr(d, "leases", None)
+    return leases.describe(name) if leases is not None else None
 
 
 async def get_cluster(request: web.Request) -> web.Response:
@@ -359,7 +368,8 @@ async def get_cluster(request: web.Request) -> web.Response:
     d = request.app[DISPATCHER]
     name = _cluster(request)
     since = await overview.health_since(request)
-    return json_response(views.cluster_detail(d.capacities[name], d.clients.get(name), since.get(name)))
+    detail = views.cluster_detail(d.capacities[name], d.clients.get(name), since.get(name), _fencing(d, name))
+    return json_response(detail)
 
 
 async def _cluster_action(request: web.Request, action: str) -> web.Response:
@@ -392,7 +402,7 @@ async def _cluster_action(request: web.Request, action: str) -> web.Response:
         log.warning("API: %s %s is still running after %gs; it goes on in the background", action, name, ACTION_TIMEOUT)
         return json_response(
             {
-                "cluster": views.cluster_summary(d.capacities[name], d.clients.get(name)),
+                "cluster": views.cluster_summary(d.capacities[name], d.clients.get(name), None, _fencing(d, name)),
                 "message": f"the {action} of {name} is still in progress (the database or the worker is slow to "
                 f"answer) and goes on in the background; GET /api/v1/clusters/{name} shows when it took effect",
             },
@@ -409,7 +419,8 @@ async def _cluster_action(request: web.Request, action: str) -> web.Response:
         raise ApiError(409, f"cannot {action} {name}: {redact_text(str(exc))[:500]}") from None
     log.info("API: %s %s by a %s token from %s", action, name, _ROLE.get(), peer)
     since = (await overview.health_since(request)).get(name)
-    body: dict[str, Any] = {"cluster": views.cluster_summary(d.capacities[name], d.clients.get(name), since)}
+    summary = views.cluster_summary(d.capacities[name], d.clients.get(name), since, _fencing(d, name))
+    body: dict[str, Any] = {"cluster": summary}
     if action == "drain":
         body.update(moved=int(result), running=running)
     return json_response(body)

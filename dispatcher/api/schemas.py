@@ -70,6 +70,43 @@ CLUSTER_SUMMARY: Obj = {
     "apiCalls": COUNT,
     "apiErrors": COUNT,
     "hamiGpus": {**BOOL, "description": "the worker has nodes with usable HAMi GPUs"},
+    "fencing": _obj(
+        {
+            "mode": {
+                **STR,
+                "enum": ["agent", "none"],
+                "description": "agent: a fencing agent stops the copies of a partitioned worker before failover "
+                "(exactly once); none: failover from a partitioned worker is at-least-once",
+            },
+            "summary": {**STR, "description": "one line: the mode, and whether the agent is seen running"},
+            "leaseDurationSeconds": {"type": "number", "nullable": True},
+            "graceSeconds": {"type": "number", "nullable": True},
+            "renewing": {
+                "type": "boolean",
+                "nullable": True,
+                "description": "false once the worker is Lost (its agent then fences)",
+            },
+            "lastRenewedSecondsAgo": {"type": "number", "nullable": True},
+            "renewRefused": {**NSTR, "description": "why the worker refuses the fencing Lease (401/403)"},
+            "agentUp": {
+                "type": "boolean",
+                "nullable": True,
+                "description": "the agent's heartbeat arrives; null before one was seen",
+            },
+            "agentLastSeenSecondsAgo": {"type": "number", "nullable": True},
+            "agentExpired": {
+                "type": "boolean",
+                "nullable": True,
+                "description": "the agent reports this dispatcher's Lease expired (it is fencing)",
+            },
+            "agentFenced": {
+                "type": "integer",
+                "nullable": True,
+                "description": "copies of this dispatcher the agent has fenced since it started",
+            },
+        },
+        "the worker's fencing (dispatcher/agent.py)",
+    ),
 }
 
 GPU_COUNTS: Obj = {

@@ -15,6 +15,7 @@ from typing import Any
 from ..placement.kueue.amounts import format_amount
 from ..placement.worker import WorkerCapacity
 from ..store.models import AuditEvent, Placement, Workload
+from ..worker_lease import no_fencing
 
 __all__ = [
     "CAPACITY_KNOWN_HEALTH",
@@ -61,7 +62,9 @@ def capacity_known(cap: WorkerCapacity) -> bool:
     return bool(cap.synced) and str(cap.health) in CAPACITY_KNOWN_HEALTH
 
 
-def cluster_summary(cap: WorkerCapacity, client: Any = None, health_since: datetime | None = None) -> Obj:
+def cluster_summary(
+    cap: WorkerCapacity, client: Any = None, health_since: datetime | None = None, fencing: Obj | None = None
+) -> Obj:
     latency = client.latency if client is not None else cap.latency
     return {
         "name": cap.name,
@@ -79,6 +82,7 @@ def cluster_summary(cap: WorkerCapacity, client: Any = None, health_since: datet
         "apiCalls": int(client.calls) if client is not None else 0,
         "apiErrors": int(client.errors) if client is not None else 0,
         "hamiGpus": cap.gpu is not None,
+        "fencing": fencing or no_fencing(),
     }
 
 
@@ -126,7 +130,9 @@ def _limit(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def cluster_detail(cap: WorkerCapacity, client: Any = None, health_since: datetime | None = None) -> Obj:
+def cluster_detail(
+    cap: WorkerCapacity, client: Any = None, health_since: datetime | None = None, fencing: Obj | None = None
+) -> Obj:
     quota = []
     for row in cap.quota_report():
         res = str(row["resource"])
@@ -148,7 +154,7 @@ def cluster_detail(cap: WorkerCapacity, client: Any = None, health_since: dateti
         )
     schedulable = sum(1 for n in cap.nodes.values() if not n.unschedulable)
     return {
-        **cluster_summary(cap, client, health_since),
+        **cluster_summary(cap, client, health_since, fencing),
         "capacity": {
             "quota": quota,
             "localQueues": [

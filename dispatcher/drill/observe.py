@@ -104,6 +104,11 @@ class ApiObserver:
         body = await call_api(self.base, "GET", f"/api/v1/clusters/{cluster}", token=self.token)
         return str(body.get("health"))
 
+    async def fencing(self, cluster: str) -> str:
+        """The worker's fencing as the running dispatcher has it (``agent`` or ``none``)."""
+        body = await call_api(self.base, "GET", f"/api/v1/clusters/{cluster}", token=self.token)
+        return str((body.get("fencing") or {}).get("mode") or "none")
+
     async def lost_timeout(self) -> float:
         """The running dispatcher's own ``policy.lostTimeout`` (the drill waits by it, not by a guess)."""
         body = await call_api(self.base, "GET", "/api/v1/policy", token=self.token)

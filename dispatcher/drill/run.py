@@ -402,7 +402,7 @@ async def _run_remote(options: DrillOptions, out: TextIO, err: TextIO) -> int:
             workers=workers,
             heal_wait=options.timeout if not (options.fault_command or admin) else 60.0,
             look_inside=look_inside,
-            fencing=next(w.fencing for w in config.workers if w.name == options.cluster),
+            fencing=await observer.fencing(options.cluster),
         )
         try:
             report = await _drill(plan, options, err)

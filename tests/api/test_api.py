@@ -49,6 +49,7 @@ from dispatcher.store.engine import make_engine
 from dispatcher.store.migrate import upgrade
 from dispatcher.store.models import PlacementState, WorkloadState, utcnow
 from dispatcher.store.repo import NewWorkload, PlacementIntent, Repo, Transition
+from dispatcher.worker_lease import no_fencing
 
 Client = TestClient[web.Request, web.Application]
 
@@ -574,7 +575,9 @@ async def test_list_clusters(client: Client) -> None:
         "apiCalls": 120,
         "apiErrors": 3,
         "hamiGpus": False,
+        "fencing": no_fencing(),
     }
+    assert w1["fencing"]["mode"] == "none" and "at-least-once" in w1["fencing"]["summary"]
     assert w2["health"] == "Suspect" and w3["hamiGpus"] is True
 
 

@@ -302,6 +302,8 @@ async def test_the_dashboard_renders_workers_workloads_and_failovers(world: Worl
     # refuses the dispatcher, so its numbers are the last ones seen: not drawn.
     assert cards == [["worker-1", "Ready", 4], ["worker-2", "NotReady", 0], ["worker-3", "Ready", 7]], cards
     assert "Unauthorized: the API server refused the credentials" in text
+    # Every card says whether a job failed over from that worker can run twice (issue 21: fencing: none here).
+    assert text.count("fencing: none — failover from this worker is at-least-once") == 3, text
     assert unknown.startswith("capacity unknown: worker NotReady"), unknown
     assert "cq-a / default" in text and "HAMi vGPUs" in text and "free / 40" in text
     # Workloads with their state and the cluster they are placed on.

@@ -8,10 +8,12 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from harness import JOBS, eventually, start_rig, stop_rig
+from realrig import RealRig
 
 from dispatcher.api import bound_address, start_api
-from dispatcher.config import Policy
+from dispatcher.config import FencingPolicy, Policy
 from dispatcher.drill import CommandFault, DrillError, DrillOptions, run_drill, run_remote_drill
 
 
@@ -175,6 +177,38 @@ async def test_a_remote_drill_waits_by_the_services_lost_timeout_and_fails_what_
         code = await run_remote_drill(nothing, out, err)
         assert code == 1, out.getvalue()
         assert "FAILED: the worker was never declared Lost" in out.getvalue()
+    finally:
+        await runner.cleanup()
+        await stop_rig(rig)
+
+
+@pytest.mark.real_rig
+async def test_partition_drill_against_a_running_dispatcher_with_fencing_agents(
+    tmp_path: Path, real_rig: RealRig | None
+) -> None:
+    """Issue 21's drill against a running dispatcher, on the simulator and on real components: 100 jobs, 3 workers,
+    5 s lost timeout, worker-2 partitioned (only the dispatcher's path to it is cut; the drill looks into it from
+    inside): 0 duplicates, 0 overlapping seconds, 0 lost."""
+    policy = Policy(admission_timeout=120.0, lost_timeout=5.0, suspect_after=2.5, finished_retention=600.0)
+    rig = await start_rig(
+        tmp_path, f"sqlite+aiosqlite:///{tmp_path / 'd.sqlite'}", policy=policy, weights={"worker-2": 10.0},
+        fencing=FencingPolicy(lease_duration=5.0, grace=2.5), real=real_rig,
+    )  # fmt: skip
+    runner = await start_api(rig.dispatcher, listen="127.0.0.1:0", environ={})
+    try:
+        host, port = bound_address(runner)
+        directory = real_rig.directory if real_rig is not None else tmp_path
+        options = DrillOptions(
+            jobs=100, mode="partition", json=True, timeout=240, config=str(directory / "clusters.yaml"),
+            api=f"http://{host}:{port}", cluster="worker-2",
+        )  # fmt: skip
+        out, err = io.StringIO(), io.StringIO()
+        code = await run_remote_drill(options, out, err)
+        report = json.loads(out.getvalue().split("\n}\n")[0] + "\n}")
+        assert code == 0, (report, err.getvalue()[-2000:])
+        assert report["fencing"] == "agent" and report["affected"] > 0
+        assert report["duplicates"] == 0 and report["overlap_seconds"] == 0 and report["lost"] == 0
+        assert report["at_risk"] == 0 and "cannot be looked into" not in report["note"]
     finally:
         await runner.cleanup()
         await stop_rig(rig)

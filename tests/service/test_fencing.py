@@ -18,9 +18,12 @@ from realrig import RealRig
 
 from dispatcher import labels as L
 from dispatcher.agent import LEASES, AgentGroup, fencing_lease_name
+from dispatcher.api import views
 from dispatcher.config import FencingPolicy, KubeconfigRef, Policy
+from dispatcher.explain import render_workload
 from dispatcher.health import HealthState
 from dispatcher.kube.client import ClusterClient
+from dispatcher.remote import clusters_table
 from dispatcher.store.models import PlacementState, WorkloadState
 from dispatcher.worker_lease import WorkerLeases
 
@@ -173,7 +176,11 @@ async def test_without_an_agent_failover_is_at_least_once_and_says_so(tmp_path: 
     try:
         assert r.dispatcher.leases.describe("worker-2")["mode"] == "none"
         await r.submit(job("twice", seconds=120))
-        await r.wait_state("team-a", "twice", WorkloadState.RUNNING, timeout=60)
+        placed = await r.wait_state("team-a", "twice", WorkloadState.RUNNING, timeout=60)
+        # Said plainly where operators look: explain, the cluster table, the API's fencing object.
+        assert "Failover: at-least-once: worker-2 has fencing: none" in render_workload(placed)
+        table = clusters_table({"items": [views.cluster_summary(r.dispatcher.capacities["worker-2"])]})
+        assert "none (at-least-once)" in table
         with Overlap(r, "twice") as sampler:
             await r.fault("worker-2", "partition")
             await _health(r, "worker-2", HealthState.LOST)
@@ -191,6 +198,11 @@ async def test_a_worker_whose_agent_is_down_is_shown_and_failover_says_so(tmp_pa
     try:
         await eventually(lambda: _agent_up(r, "worker-2"), what="worker-2's agent seen running")
         assert r.dispatcher.leases.describe("worker-2")["summary"] == "agent (running)"
+        assert 'kueue_dispatcher_fencing_agent_up{cluster="worker-2"} 1.0' in _metrics(r)
+        assert 'kueue_dispatcher_fencing_lease_renewing{cluster="worker-2"} 1.0' in _metrics(r)
+        await r.submit(job("guarded", seconds=1))
+        guarded = await r.wait_state("team-a", "guarded", WorkloadState.RUNNING, WorkloadState.SUCCEEDED, timeout=60)
+        assert "Failover: exactly once: a fencing agent runs on worker-2" in render_workload(guarded)
         assert r.agents is not None
         await r.agents.stop_one("worker-2")
 
@@ -198,7 +210,11 @@ async def test_a_worker_whose_agent_is_down_is_shown_and_failover_says_so(tmp_pa
             return r.dispatcher.leases.agent_up("worker-2") is False
 
         await eventually(down, timeout=30, what="worker-2's agent seen down")
-        assert "NOT running" in r.dispatcher.leases.describe("worker-2")["summary"]
+        fencing = r.dispatcher.leases.describe("worker-2")
+        assert "NOT running" in fencing["summary"]
+        assert 'kueue_dispatcher_fencing_agent_up{cluster="worker-2"} 0.0' in _metrics(r)
+        summary = views.cluster_summary(r.dispatcher.capacities["worker-2"], fencing=fencing)
+        assert "agent (DOWN)" in clusters_table({"items": [summary]})
         await r.submit(job("at-risk", seconds=120))
         await r.wait_state("team-a", "at-risk", WorkloadState.RUNNING, timeout=60)
         await r.fault("worker-2", "partition")
@@ -301,6 +317,10 @@ async def test_the_agent_judges_the_lease_by_its_own_clock(tmp_path: Path, offse
 
 
 # -- helpers -------------------------------------------------------------------------------------------------
+
+
+def _metrics(r: Rig) -> str:
+    return r.dispatcher.metrics.render()[0].decode()
 
 
 async def _agent_up(r: Rig, worker: str) -> bool:

@@ -169,6 +169,15 @@ function transition(message) {
   return m ? { from: m[1], to: m[2], why: m[3] || "" } : { from: "?", to: "?", why: message || "" };
 }
 
+// Whether a job failed over from this worker can run twice: said plainly on every card.
+function fencingLine(f) {
+  f = f || { mode: "none" };
+  var safe = f.mode === "agent" && f.agentUp === true && !f.renewRefused;
+  var text = f.mode === "agent" ? "fencing: " + f.summary
+    : "fencing: none — failover from this worker is at-least-once (a cut-off worker keeps running its copies)";
+  return el("div", { class: "meta fencing " + (safe ? "fencing-on" : "fencing-off") }, text);
+}
+
 function workerCard(c, opts) {
   opts = opts || {};
   var head = el("div", { class: "card-head" },
@@ -184,6 +193,7 @@ function workerCard(c, opts) {
     " · API errors " + c.apiErrors + "/" + c.apiCalls);
   var card = el("div", { class: "card", "data-cluster": c.name }, head, meta);
   if (c.reason) card.appendChild(el("div", { class: "meta reason" }, c.reason));  // NotReady: the 401/403
+  card.appendChild(fencingLine(c.fencing));
   if (opts.counts) {
     var active = STATES.filter(function (s) { return opts.counts[s] && s !== "Succeeded" && s !== "Cancelled"; });
     if (active.length) {  // each a link to those workloads
