@@ -66,6 +66,9 @@ def test_example_loads() -> None:
     assert cfg.controller_name == "kueue.x-k8s.io/multikueue"
     assert cfg.origin == "manager"
     assert cfg.database_url == "sqlite+aiosqlite:///dispatcher.sqlite"
+    assert (a.fencing, b.fencing, lab.fencing) == ("agent", "agent", "none")
+    assert (p.fencing.lease_duration, p.fencing.grace, p.fencing.namespace) == (40.0, 30.0, "kueue-system")
+    assert p.fencing.renew_interval == 10.0
 
 
 def test_example_documents_every_key() -> None:
@@ -200,6 +203,11 @@ BAD: list[tuple[str, Obj, str, str]] = [
     ("bad origin", _with("origin", "Manager One"), "origin", "'Manager One'"),
     ("database url wrong type", _with("database.url", 5), "database.url", "5"),
     ("unknown database key", _with("database.uri", "sqlite://"), "database.uri", "unknown key"),
+    ("bad fencing", _with("workers[0].fencing", "lease"), "workers[0].fencing", "'lease'"),
+    ("zero fencing lease", _with("policy.fencing.leaseDuration", 0), "policy.fencing.leaseDuration", "got 0"),
+    ("bad fencing grace", _with("policy.fencing.grace", "soon"), "policy.fencing.grace", "'soon'"),
+    ("bad fencing namespace", _with("policy.fencing.namespace", "Kueue"), "policy.fencing.namespace", "'Kueue'"),
+    ("unknown fencing key", _with("policy.fencing.lease", "5s"), "policy.fencing.lease", "unknown key"),
 ]
 
 
