@@ -345,7 +345,8 @@ class _Assigner:
         ps_assignments: list[PodSetAssignment] = []
         groups: dict[str, list[int]] = {}
         for i, ps in enumerate(pod_sets):
-            count = counts[i] if counts is not None else ps.count
+            # PodSetResources.ScaledTo: a pod set with no pod left (all reclaimable) keeps its count of 0.
+            count = counts[i] if counts is not None and ps.count != 0 else ps.count
             req = {r: v * count for r, v in ps.requests.items()}
             if covers_pods:
                 req["pods"] = count
@@ -494,9 +495,9 @@ def assign_flavors(
 
     Preemption feasibility comes from ``oracle``; by default, a classical preemption simulation over the
     workloads recorded in ``tree`` for a preemptor with ``priority`` and ``queue_order_time``. ``counts``
-    overrides the PodSet counts (partial admission). Resources the ClusterQueue does not cover make the workload
-    ``NoFit`` unless their request is zero or ``ignore_undeclared_resources`` (``QuotaCheckStrategy:
-    IgnoreUndeclared``) is set.
+    overrides the PodSet counts (partial admission), except a count of 0. Resources the ClusterQueue does not cover
+    make the workload ``NoFit`` unless their request is zero or ``ignore_undeclared_resources``
+    (``QuotaCheckStrategy: IgnoreUndeclared``) is set.
     """
     if oracle is None:
 
