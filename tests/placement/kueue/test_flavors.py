@@ -242,13 +242,18 @@ def test_flavors_that_do_not_exist_give_the_group_no_label_keys() -> None:
 
 
 def _pob_tree() -> QuotaTree:
-    """A ClusterQueue preferring PreemptionOverBorrowing: its own f1 (borrowing 0) is lent to b, which it may not
-    reclaim (``reclaimWithinCohort: Never``); f2 it can only borrow (borrowing 1)."""
+    """A ClusterQueue preferring PreemptionOverBorrowing: its own f1 (borrowing 0) is lent to b, whose workload it
+    may not reclaim (``reclaimWithinCohort: LowerPriority``, and that workload has a higher priority); f2 it can only
+    borrow (borrowing 1)."""
     a = make_cq(
         "a",
         rg(fq("f1", ("cpu", "4")), fq("f2", ("cpu", "0"))),
         cohort="co",
-        preemption={"withinClusterQueue": "LowerPriority", "borrowWithinCohort": {"policy": "LowerPriority"}},
+        preemption={
+            "withinClusterQueue": "LowerPriority",
+            "reclaimWithinCohort": "LowerPriority",
+            "borrowWithinCohort": {"policy": "LowerPriority"},
+        },
         fungibility={
             "whenCanBorrow": "TryNextFlavor",
             "whenCanPreempt": "TryNextFlavor",
@@ -257,7 +262,7 @@ def _pob_tree() -> QuotaTree:
     )
     b = make_cq("b", rg(fq("f1", ("cpu", "0")), fq("f2", ("cpu", "2"))), cohort="co")
     tree = QuotaTree([a, b])
-    tree.add_workload(AdmittedWorkload("ns/b1", "b", {("f1", "cpu"): 4_000}, 0, 1.0, 2.0))
+    tree.add_workload(AdmittedWorkload("ns/b1", "b", {("f1", "cpu"): 4_000}, 1000, 1.0, 2.0))
     return tree
 
 
