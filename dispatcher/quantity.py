@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from math import ceil
+from math import ceil, floor
 
 __all__ = [
     "QUANTITY_REGEX",
@@ -72,11 +72,13 @@ def parse_quantity(value: str | int | float) -> Fraction:
 
 
 def kueue_value(resource: str, value: str | int | float | Fraction) -> int:
-    """The ``int64`` Kueue counts for ``resource``: milli-units for cpu, whole units rounded up otherwise."""
+    """The ``int64`` Kueue counts for ``resource``: milli-units for cpu, whole units otherwise, rounded up away from
+    zero as ``Quantity.MilliValue()`` / ``Value()`` round (a negative amount, as a resource transformation with a
+    negative factor gives, rounds down)."""
     amount = value if isinstance(value, Fraction) else parse_quantity(value)
     if resource == "cpu":
-        return ceil(amount * 1000)
-    return ceil(amount)
+        amount *= 1000
+    return ceil(amount) if amount >= 0 else floor(amount)
 
 
 def format_kueue_value(resource: str, value: int) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from math import ceil, floor
 from typing import Any
 
 from .quantity import QuantityError, format_quantity, kueue_value, parse_quantity
@@ -106,12 +107,25 @@ class ResourceTransformation:
         )
 
 
+def _go_value(amount: Fraction) -> int:
+    """``Quantity.Value()``: whole units, rounded up away from zero."""
+    return ceil(amount) if amount >= 0 else floor(amount)
+
+
 def transform(
     requests: Mapping[str, Fraction],
     transformations: Iterable[ResourceTransformation] = (),
     excluded_prefixes: Iterable[str] = (),
 ) -> dict[str, Fraction]:
-    """Kueue's ``dropExcludedResources`` then ``applyResourceTransformations`` on per-pod requests."""
+    """Kueue's ``dropExcludedResources`` then ``applyResourceTransformations`` on per-pod requests.
+
+    As Kueue v0.17.0 (the release the real rig runs): with ``multiplyBy`` the input is first multiplied by
+    ``Value()`` (whole units, rounded up) of that resource; each output adds ``factor x Value(input)``; ``Retain``
+    keeps the (multiplied) input. Outputs are not clamped: a negative factor gives a negative request. (Kueue
+    v0.17.7+, kueue#12953, multiplies exact decimals instead of rounding.) Kueue writes outputs and kept inputs into
+    one map in Go's map order, so an output named like a kept resource may add to it or be overwritten; here it
+    always adds.
+    """
     excluded = tuple(excluded_prefixes)
     current = {k: v for k, v in requests.items() if not (excluded and k.startswith(excluded))}
     by_input = {t.input: t for t in transformations}
@@ -126,14 +140,12 @@ def transform(
             continue
         base = amount
         if t.multiply_by and t.multiply_by in current:
-            base = amount * current[t.multiply_by]
+            base = amount * _go_value(current[t.multiply_by])
+        whole = _go_value(base)
         for out_name, factor in t.outputs.items():
-            generated[out_name] = generated.get(out_name, Fraction(0)) + base * factor
+            generated[out_name] = generated.get(out_name, Fraction(0)) + factor * whole
         if t.strategy == "Retain":
-            retained[name] = amount
-    for k, v in generated.items():
-        if v < 0:
-            generated[k] = Fraction(0)
+            retained[name] = base
     for k, v in generated.items():
         retained[k] = retained.get(k, Fraction(0)) + v
     return retained
@@ -167,7 +179,7 @@ class PodSet:
     ) -> dict[str, int]:
         """Total Kueue usage of the pod set on a worker with that Kueue configuration."""
         per_pod = transform(self.requests, transformations, excluded_prefixes)
-        return {k: kueue_value(k, v) * self.count for k, v in per_pod.items() if v > 0}
+        return {k: kueue_value(k, v) * self.count for k, v in per_pod.items() if v != 0}
 
 
 def format_requests(pod_sets: Iterable[PodSet]) -> dict[str, str]:

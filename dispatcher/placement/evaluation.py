@@ -72,9 +72,10 @@ def _never_fits_quota(w: WorkerCapacity, cq: str, pod_sets: Sequence[PodSetReque
 
 
 def _pod_set_requests(worker: WorkerCapacity, ps: PodSetSpec) -> dict[str, int]:
-    """Per-pod Kueue requests of a pod set on this worker (its transformations and exclusions applied)."""
+    """Per-pod Kueue requests of a pod set on this worker (its transformations and exclusions applied; a negative
+    output of a transformation stays, as in Kueue)."""
     per_pod = transform(ps.requests, worker.transformations, worker.excluded_prefixes)
-    return {k: kueue_value(k, v) for k, v in per_pod.items() if v > 0}
+    return {k: kueue_value(k, v) for k, v in per_pod.items() if v != 0}
 
 
 class Evaluator:

@@ -69,8 +69,8 @@ def search_counts(
 
 
 def can_be_partially_admitted(pod_sets: Sequence[PodSetRequest]) -> bool:
-    """``workload.CanBePartiallyAdmitted``: some pod set has a ``minCount`` below its count."""
-    return any(ps.min_count is not None and ps.count > ps.min_count for ps in pod_sets)
+    """``workload.CanBePartiallyAdmitted``: some pod set has a ``minCount`` below its (spec) count."""
+    return any(ps.min_count is not None and ps.full_count > ps.min_count for ps in pod_sets)
 
 
 @dataclass(slots=True)
@@ -85,11 +85,12 @@ class PartialAdmission:
         """``fits 6 of 8 pods (minCount 4)``, per reduced pod set (named when there are several), for explanations."""
         parts = []
         for ps, count in zip(pod_sets, self.counts, strict=True):
-            if count == ps.count:
+            full = ps.full_count
+            if count == full:
                 continue
-            minimum = ps.min_count if ps.min_count is not None else ps.count
+            minimum = ps.min_count if ps.min_count is not None else full
             name = f"pod set {ps.name} " if len(pod_sets) > 1 else ""
-            parts.append(f"{name}fits {count} of {ps.count} pods (minCount {minimum})")
+            parts.append(f"{name}fits {count} of {full} pods (minCount {minimum})")
         return ", ".join(parts)
 
 
@@ -109,10 +110,11 @@ def partial_counts(
     """The largest reduced counts that Kueue's scheduler would admit, or ``None``.
 
     Call it when the full counts' assignment is neither ``Fit`` nor ``Preempt`` with targets, as Kueue does; the
-    arguments are :func:`~.kueue.flavors.assign_flavors`'s. Kueue reduces the Workload's spec counts;
-    ``pod_sets`` carry counts already reduced by ``status.reclaimablePods``
-    (:func:`~.kueue.workloads.workload_pod_sets`), which differ only for a pending Workload some of whose pods
-    already succeeded.
+    arguments are :func:`~.kueue.flavors.assign_flavors`'s. As Kueue v0.17 (``NewPodSetReducer(wl.Obj.Spec.PodSets,
+    ...)``), the search walks down from the Workload's spec counts (``PodSetRequest.full_count``), not from the
+    counts after ``status.reclaimablePods`` that the full assignment uses; they differ only for a pending Workload
+    some of whose pods already succeeded (and a pod set with no pod left stays at 0, see
+    :func:`~.kueue.flavors.assign_flavors`).
     """
     if not can_be_partially_admitted(pod_sets):
         return None
@@ -142,6 +144,6 @@ def partial_counts(
                 return PartialAdmission(tuple(counts), assignment, targets), True
         return None, False
 
-    minimums = [None if ps.min_count is None else min(ps.min_count, ps.count) for ps in pod_sets]
-    found, ok = search_counts([ps.count for ps in pod_sets], minimums, fits)
+    minimums = [None if ps.min_count is None else min(ps.min_count, ps.full_count) for ps in pod_sets]
+    found, ok = search_counts([ps.full_count for ps in pod_sets], minimums, fits)
     return found if ok else None

@@ -48,6 +48,7 @@ class Step:
     priority: str | None = None
     parallelism: int = 1  # pods (and completions)
     min_parallelism: int | None = None  # kueue.x-k8s.io/job-min-parallelism: partial admission down to that
+    node_selector: dict[str, str] | None = None  # the pod template's nodeSelector
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class Scenario:
     steps: list[Step]
     flavors: tuple[str, ...] = ("f1",)
     cohort: Obj = field(default_factory=dict)  # the Cohort's spec (its own quota, hierarchical cohorts)
+    flavor_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # ResourceFlavor nodeLabels per flavor
 
 
 def _resources(nominal: str, borrowing: str | None, lending: str | None) -> Obj:
@@ -68,6 +70,20 @@ def _resources(nominal: str, borrowing: str | None, lending: str | None) -> Obj:
         r["lendingLimit"] = lending
     return r
 
+
+ZONE = "diff.kueue-dispatcher.io/zone"
+POB_A = {
+    "preemption": {
+        "withinClusterQueue": "LowerPriority",
+        "reclaimWithinCohort": "LowerPriority",
+        "borrowWithinCohort": {"policy": "LowerPriority"},
+    },
+    "flavorFungibility": {
+        "whenCanBorrow": "TryNextFlavor",
+        "whenCanPreempt": "TryNextFlavor",
+        "preference": "PreemptionOverBorrowing",
+    },
+}
 
 SCENARIOS = [
     Scenario(
@@ -156,6 +172,32 @@ SCENARIOS = [
             Step("a", "1", "high", parallelism=6, min_parallelism=2),
         ],
     ),
+    Scenario(
+        "nodeselector",  # v0.17.0 reduces a node selector to the label keys of all the resource group's flavors
+        {"a": ([("zone-a", "1", None, None), ("plain", "4", None, None)], {})},
+        [
+            Step("a", "2", node_selector={ZONE: "a"}),  # zone-a too small; plain has no zone label: pending
+            Step("a", "1", node_selector={ZONE: "a"}),  # zone-a
+            Step("a", "2"),  # no selector: zone-a is full, plain
+            Step("a", "1", node_selector={"diff.kueue-dispatcher.io/other": "x"}),  # a key no flavor labels: plain
+        ],
+        flavors=("zone-a", "plain"),
+        flavor_labels={"zone-a": {ZONE: "a"}},
+    ),
+    Scenario(
+        "preemptoverborrowing",  # v0.17 isPreferred: no candidates at borrowing 0 beats a fit at borrowing 1
+        {
+            "a": ([("f1", "4", None, None), ("f2", "0", None, None)], POB_A),
+            "b": ([("f1", "0", None, None), ("f2", "2", None, None)], {}),
+        },
+        [
+            Step("b", "4", "high"),  # b borrows all of a's f1
+            # a's f1 is lent to a higher priority: no candidates, borrowing 0; f2 fits borrowing 1: f1 kept, pending
+            # (Kueue main, kueue#13616, admits it in f2)
+            Step("a", "2", "low"),
+        ],
+        flavors=("f1", "f2"),
+    ),
 ]
 
 
@@ -203,6 +245,12 @@ def _job(sc: Scenario, i: int, step: Step) -> Obj:
     meta: Obj = {"name": f"j{i}", "namespace": f"diff-{sc.name}", "labels": labels}
     if step.min_parallelism is not None:
         meta["annotations"] = {f"{KUEUE}/job-min-parallelism": str(step.min_parallelism)}
+    pod: Obj = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"requests": {"cpu": step.cpu}}}],
+    }
+    if step.node_selector:
+        pod["nodeSelector"] = dict(step.node_selector)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -211,15 +259,7 @@ def _job(sc: Scenario, i: int, step: Step) -> Obj:
             "suspend": True,
             "parallelism": step.parallelism,
             "completions": step.parallelism,
-            "template": {
-                "metadata": {"annotations": {"sim.dispatcher.io/run-seconds": "3600"}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "main", "image": "busybox:1.36", "resources": {"requests": {"cpu": step.cpu}}}
-                    ],
-                },
-            },
+            "template": {"metadata": {"annotations": {"sim.dispatcher.io/run-seconds": "3600"}}, "spec": pod},
         },
     }
 
@@ -267,11 +307,17 @@ async def _setup(client: ClusterClient, sc: Scenario) -> None:
     ns = f"diff-{sc.name}"
     await _create(client, NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     for f in sc.flavors:
+        spec: Obj = {"nodeLabels": dict(sc.flavor_labels[f])} if f in sc.flavor_labels else {}
         await _create(
             client,
             FLAVORS,
             None,
-            {"apiVersion": f"{KUEUE}/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": f"diff-{f}"}, "spec": {}},
+            {
+                "apiVersion": f"{KUEUE}/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": f"diff-{f}"},
+                "spec": spec,
+            },
         )
     await _create(
         client,

@@ -115,7 +115,9 @@ def _gpu_node(name: str, gpus: int = 4) -> Obj:
 
 def _worker(name: str, *, gpu: bool, cohort: bool, weight: float = 1.0, labels: Obj | None = None) -> WorkerCapacity:
     w = WorkerCapacity(name, weight=weight, labels=labels, max_in_flight=12)
-    w.set_flavor(_flavor("default-flavor"))
+    # The zone label makes a node selector on zone rule out spot too (Kueue v0.17.0 reduces the selector to the
+    # label keys of every flavor of the resource group).
+    w.set_flavor(_flavor("default-flavor", labels={"zone": "a"}))
     w.set_flavor(_flavor("spot", taint=True))
     if gpu:
         w.set_flavor(_flavor("hami-vgpu", labels={"hami.io/vgpu": "true"}))
@@ -151,7 +153,7 @@ def _template(gpu: int = 0, mem: int | None = None) -> Obj:
 
 
 def _pod_set(
-    name: str, count: int, cpu: str, *, gpu: int = 0, mem: int | None = None, spot: bool = False
+    name: str, count: int, cpu: str, *, gpu: int = 0, mem: int | None = None, spot: bool = False, zone: str = ""
 ) -> PodSetSpec:
     requests = {"cpu": Fraction(cpu)}
     if gpu:
@@ -159,7 +161,10 @@ def _pod_set(
         if mem is not None:
             requests["nvidia.com/gpumem"] = Fraction(mem)
     tolerations = (Toleration(key="spot", operator="Equal", value="true", effect="NoSchedule"),) if spot else ()
-    return PodSetSpec(name, count, requests, tolerations=tolerations, template=_template(gpu, mem))
+    node_selector = {"zone": zone} if zone else {}
+    return PodSetSpec(
+        name, count, requests, node_selector=node_selector, tolerations=tolerations, template=_template(gpu, mem)
+    )
 
 
 SHAPES: list[tuple[PodSetSpec, ...]] = [
@@ -170,6 +175,8 @@ SHAPES: list[tuple[PodSetSpec, ...]] = [
     (_pod_set("main", 1, "1", gpu=1, mem=12000),),
     (_pod_set("main", 2, "1", gpu=1, mem=30000),),
     (_pod_set("driver", 1, "1"), _pod_set("workers", 2, "2")),
+    (_pod_set("main", 1, "2", spot=True, zone="a"),),
+    (_pod_set("main", 1, "1", zone="b"),),
 ]
 _ids = itertools.count(1)
 

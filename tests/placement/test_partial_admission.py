@@ -11,15 +11,22 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from kueuebuild import admit_or_reduce, partial_pod_set, schedule_tree
+from kueuebuild import admit_or_reduce, fq, make_cq, partial_pod_set, rg, schedule_tree
 
 from dispatcher.adapters.job import JobAdapter
 from dispatcher.config import Policy
 from dispatcher.explain import render_decision
 from dispatcher.placement.engine import Decision, PlacementEngine
-from dispatcher.placement.kueue.assignment import Assignment
-from dispatcher.placement.kueue.workloads import PodSetRequest
-from dispatcher.placement.partial import PartialAdmission, reduced_counts, search_counts
+from dispatcher.placement.kueue.assignment import Assignment, FlavorAssignmentMode
+from dispatcher.placement.kueue.flavors import assign_flavors
+from dispatcher.placement.kueue.workloads import PodSetRequest, workload_pod_sets
+from dispatcher.placement.partial import (
+    PartialAdmission,
+    can_be_partially_admitted,
+    partial_counts,
+    reduced_counts,
+    search_counts,
+)
 from dispatcher.placement.worker import WorkerCapacity
 from dispatcher.placement.workload import PendingWorkload, PodSetSpec
 from dispatcher.resources import InvalidRequest
@@ -54,6 +61,64 @@ def test_even_min_count_not_fitting_is_no_partial_admission() -> None:
     tree, flavors = schedule_tree()
     _, partial = admit_or_reduce(tree, flavors, "sales", [partial_pod_set("one", 40, "cpu", "2", min_count=30)])
     assert partial is None
+
+
+def _reclaim_case(reclaimable: int, cpu: str) -> tuple[Any, list[PodSetRequest]]:
+    """Two pod sets of 1 cpu per pod, 4 pods each, minCount 2, in a ClusterQueue of ``cpu``; the first pod set's
+    ``status.reclaimablePods`` (pods that already succeeded) lowers its count."""
+    tree, flavors = schedule_tree()
+    wl = {
+        "spec": {
+            "podSets": [
+                partial_pod_set("first", 4, "cpu", "1", min_count=2),
+                partial_pod_set("second", 4, "cpu", "1", min_count=2),
+            ]
+        },
+        "status": {"reclaimablePods": [{"name": "first", "count": reclaimable}]},
+    }
+    cq = make_cq("small", rg(fq("default", ("cpu", cpu))))
+    tree.set_cluster_queue(cq)
+    return (tree, flavors), workload_pod_sets(wl)
+
+
+@pytest.mark.parametrize(
+    ("reclaimable", "cpu", "want_counts", "want_assigned"),
+    [
+        # Spec counts [4, 4] shrink together: [3, 3] is 6 cpu, [2, 2] fits in 5. (From the counts after reclaim,
+        # [2, 4], only the second could shrink, to [2, 3].)
+        (2, "5", (2, 2), [2, 2]),
+        # A pod set with no pod left keeps its count of 0 whatever the search index (PodSetResources.ScaledTo): the
+        # search passes at index 2 of 4, counts [3, 3], of which the second's 3 pods are assigned.
+        (4, "3", (3, 3), [0, 3]),
+    ],
+    ids=["reduced from the spec counts", "a pod set without pods stays at 0"],
+)
+def test_partial_admission_reduces_the_spec_counts(
+    reclaimable: int, cpu: str, want_counts: tuple[int, ...], want_assigned: list[int]
+) -> None:
+    """Kueue v0.17 ``getInitialAssignments``: ``NewPodSetReducer(wl.Obj.Spec.PodSets, ...)`` walks down from the spec
+    counts to ``minCount``, not from the counts after ``status.reclaimablePods`` that the full assignment uses."""
+    (tree, flavors), pod_sets = _reclaim_case(reclaimable, cpu)
+    full = assign_flavors(tree, "small", pod_sets, flavors)
+    assert full.mode is not FlavorAssignmentMode.FIT
+    assert can_be_partially_admitted(pod_sets)
+    partial = partial_counts(tree, "small", pod_sets, flavors)
+    assert partial is not None
+    assert partial.counts == want_counts
+    assert [p.count for p in partial.assignment.pod_sets] == want_assigned
+    assert partial.assignment.usage == {("default", "cpu"): 1000 * sum(want_assigned)}
+
+
+def test_partial_admission_is_possible_when_reclaimed_pods_leave_only_min_count() -> None:
+    """``CanBePartiallyAdmitted`` looks at the spec count: 4 pods, minCount 2, 2 already succeeded."""
+    pod_sets = workload_pod_sets(
+        {
+            "spec": {"podSets": [partial_pod_set("main", 4, "cpu", "1", min_count=2)]},
+            "status": {"reclaimablePods": [{"name": "main", "count": 2}]},
+        }
+    )
+    assert [(p.count, p.spec_count) for p in pod_sets] == [(2, 4)]
+    assert can_be_partially_admitted(pod_sets)
 
 
 def test_describe_names_pod_sets_of_a_gang() -> None:

@@ -88,7 +88,7 @@ def test_pod_requests_take_limits_init_containers_sidecars_and_overhead() -> Non
 def test_transformations_use_kueue_quantity_values() -> None:
     """``applyResourceTransformations``: outputs are factor x ``Value()`` (rounded up) of the input; ``multiplyBy``
     multiplies the input by ``Value()`` of that resource, and ``Retain`` keeps the multiplied input. (The product's
-    ``dispatcher.resources.transform`` multiplies exact fractions and retains the input unmultiplied.)"""
+    ``dispatcher.resources.transform`` now does the same: tests/placement/kueue/test_transformations.py.)"""
     transformations = [
         ResourceTransformation.from_config(
             {
@@ -185,8 +185,8 @@ def test_cohort_cycles_leave_their_cluster_queues_out() -> None:
 
 def test_node_selector_is_reduced_to_the_label_keys_of_the_whole_resource_group() -> None:
     """``flavorSelector(spec, rg.LabelKeys)``: a flavor without the ``zone`` label does not match a pod selecting a
-    zone another flavor of the group defines. (The product's ``flavor_matches_pod_set`` only looks at the flavor's
-    own labels and assigns ``plain``.)"""
+    zone another flavor of the group defines. (The product's ``flavor_matches_pod_set`` now does the same:
+    tests/placement/kueue/test_flavors.py.)"""
     spec = cq("cq", [("zone-a", "1", None, None), ("plain", "4", None, None)])
     flavors = {"zone-a": FlavorSpec("zone-a", {"zone": "a"}), "plain": FlavorSpec("plain")}
     pod_sets = workload_pod_sets({"spec": {"podSets": [pod_set("2", nodeSelector={"zone": "a"})]}})
@@ -208,8 +208,8 @@ def test_untolerated_taints_are_printed_as_kueue_prints_them() -> None:
 def test_preemption_over_borrowing_prefers_less_borrowing_even_without_candidates() -> None:
     """v0.17 ``isPreferred``: with ``PreemptionOverBorrowing`` the borrowing level decides first, so a flavor with no
     preemption candidates but no borrowing beats one that could preempt while borrowing; the Workload stays
-    pending. (The product's ``_is_preferred`` follows newer Kueue, which ranks "no candidates" below any viable
-    mode, and preempts in f2.)"""
+    pending. (Kueue main, kueue#13616, ranks "no candidates" below any viable mode and would preempt in f2; the
+    product's ``_is_preferred`` follows v0.17 too: tests/placement/kueue/test_flavors.py.)"""
     a = cq(
         "a",
         [("f1", "4", None, None), ("f2", "0", None, None)],

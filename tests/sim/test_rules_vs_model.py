@@ -2,21 +2,24 @@
 dispatcher/sim/hami) and the product's placement model (dispatcher/placement), on seeded random cases.
 
 Neither is the truth (the differential tests against a real Kueue are); a disagreement here means one of them
-misreads the source, and is decided by reading it. The generators stay clear of the cases already known to be
-read differently (see tests/sim/test_kueue_rules.py: node-selector label keys of heterogeneous flavors,
-``PreemptionOverBorrowing`` without candidates, transformations of fractional or ``Retain``-ed multiplied inputs),
-and pending messages are not compared: the product lists every failing resource of a flavor, as newer Kueue does,
-where Kueue v0.17 stops at the first one it meets in Go's map order.
+misreads the source, and is decided by reading it. The cases include flavors with and without node labels and pod
+sets selecting them (the selector is reduced to the label keys of the whole resource group in v0.17.0),
+``PreemptionOverBorrowing`` (where "no candidates" is not ranked apart in v0.17), pending Workloads with
+reclaimable pods (partial admission reduces the spec counts) and resource transformations of fractional and
+``multiplyBy`` inputs, which the two once read differently. Pending messages are not compared: a flavor stops at its
+first resource that does not fit, which Kueue v0.17 meets in Go's map order; each reading picks its own order.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from fractions import Fraction
 from typing import Any
 
 import pytest
 
+from dispatcher import resources as model_resources
 from dispatcher.placement.hami import devices as model_devices
 from dispatcher.placement.hami import fit as model_fit
 from dispatcher.placement.hami import names as model_names
@@ -28,6 +31,7 @@ from dispatcher.placement.kueue import specs as model_specs
 from dispatcher.placement.kueue import tree as model_tree
 from dispatcher.placement.kueue import workloads as model_workloads
 from dispatcher.placement.partial import partial_counts
+from dispatcher.quantity import kueue_value, parse_quantity
 from dispatcher.sim.hami import config as hami_config
 from dispatcher.sim.hami import devices as hami_devices
 from dispatcher.sim.hami import fit as hami_fit
@@ -52,9 +56,9 @@ def _quota(resource: str, nominal: object, borrowing: object = None, lending: ob
     return q
 
 
-def _kueue_case(rng: random.Random) -> tuple[list[Obj], list[Obj], list[Obj], list[Admitted], list[Obj], str, int]:
+def _kueue_case(rng: random.Random) -> tuple[list[Obj], list[Obj], list[Obj], list[Admitted], Obj, str, int]:
     """ClusterQueues (cpu/memory, maybe a GPU group and pods) in one Cohort or a small hierarchy, admitted Workloads
-    and a pending one."""
+    and a pending one (maybe with node selectors, and reclaimable pods)."""
     hierarchical = rng.random() < 0.3
     cohorts: list[Obj] = []
     if hierarchical:
@@ -117,14 +121,20 @@ def _kueue_case(rng: random.Random) -> tuple[list[Obj], list[Obj], list[Obj], li
                 "whenCanBorrow": rng.choice(["MayStopSearch", "TryNextFlavor"]),
                 "whenCanPreempt": rng.choice(["MayStopSearch", "TryNextFlavor"]),
             }
+            preference = rng.choice([None, "PreemptionOverBorrowing", "BorrowingOverPreemption"])
+            if preference is not None:
+                spec["flavorFungibility"]["preference"] = preference
         cqs.append({"metadata": {"name": name}, "spec": spec})
     taint = rng.random() < 0.3
-    flavors = [
-        {"metadata": {"name": f}, "spec": {"nodeTaints": [{"key": "spot", "effect": "NoSchedule"}]} if taint else {}}
-        if f == "spot"
-        else {"metadata": {"name": f}, "spec": {}}
-        for f in ("on-demand", "spot", "g1", "g2", "p")
-    ]
+    zones = rng.choice([{}, {"on-demand": "a"}, {"spot": "b"}, {"on-demand": "a", "spot": "b"}])
+    flavors = []
+    for f in ("on-demand", "spot", "g1", "g2", "p"):
+        fspec: Obj = {}
+        if f == "spot" and taint:
+            fspec["nodeTaints"] = [{"key": "spot", "effect": "NoSchedule"}]
+        if f in zones:
+            fspec["nodeLabels"] = {"zone": zones[f]}
+        flavors.append({"metadata": {"name": f}, "spec": fspec})
     admitted: list[Admitted] = []
     for j in range(rng.randint(0, 6)):
         usage = {(rng.choice(["on-demand", "spot"]), "cpu"): rng.choice([1000, 2000]), ("on-demand", "memory"): 0}
@@ -132,6 +142,7 @@ def _kueue_case(rng: random.Random) -> tuple[list[Obj], list[Obj], list[Obj], li
             usage[("g1", "example.com/gpu")] = 1
         admitted.append((f"ns/w{j}", rng.choice(cqs)["metadata"]["name"], usage, rng.choice([0, 100, 200]), 100.0 + j))
     pod_sets = []
+    reclaimable = []
     for k in range(rng.choice([1, 1, 2])):
         req = {"cpu": rng.choice(["500m", "1", "2"])}
         if rng.random() < 0.5:
@@ -146,17 +157,33 @@ def _kueue_case(rng: random.Random) -> tuple[list[Obj], list[Obj], list[Obj], li
         }
         if rng.random() < 0.3:
             ps["template"]["spec"]["tolerations"] = [{"key": "spot", "operator": "Exists"}]
+        r = rng.random()
+        if r < 0.15:
+            ps["template"]["spec"]["nodeSelector"] = {"zone": rng.choice(["a", "b"])}
+        elif r < 0.25:
+            op = rng.choice(["In", "NotIn"])
+            term = [{"key": "zone", "operator": op, "values": [rng.choice(["a", "b"])]}]
+            ps["template"]["spec"]["affinity"] = {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": term}
+                ]}}
+            }  # fmt: skip
         if count > 1 and rng.random() < 0.3:
             ps["minCount"] = 1
         if rng.random() < 0.1:
             ps["topologyRequest"] = {"podSetGroupName": "group"}
+        if rng.random() < 0.15:
+            reclaimable.append({"name": f"ps{k}", "count": rng.randint(1, count)})
         pod_sets.append(ps)
+    workload: Obj = {"spec": {"podSets": pod_sets}}
+    if reclaimable:
+        workload["status"] = {"reclaimablePods": reclaimable}
     return (
         cqs,
         cohorts,
         flavors,
         admitted,
-        pod_sets,
+        workload,
         rng.choice([c["metadata"]["name"] for c in cqs]),
         rng.choice([0, 100, 200]),
     )
@@ -167,7 +194,7 @@ def _by_model(
     cohorts: list[Obj],
     flavors: list[Obj],
     admitted: list[Admitted],
-    pod_sets: list[Obj],
+    workload: Obj,
     cq: str,
     prio: int,
 ) -> tuple[Any, ...]:
@@ -178,7 +205,7 @@ def _by_model(
     for key, name, usage, priority, ts in admitted:
         tree.add_workload(model_workloads.AdmittedWorkload(key, name, dict(usage), priority, ts, ts + 1, False, key))
     specs = {f["metadata"]["name"]: model_specs.ResourceFlavorSpec.from_object(f) for f in flavors}
-    requests = model_workloads.workload_pod_sets({"spec": {"podSets": pod_sets}})
+    requests = model_workloads.workload_pod_sets(workload)
     kw: Any = {"priority": prio, "queue_order_time": 500.0, "now": 5000.0}
     assignment = model_flavors.assign_flavors(tree, cq, requests, specs, **kw)
     targets: list[model_preemption.PreemptionTarget] = []
@@ -205,7 +232,7 @@ def _by_simulator(
     cohorts: list[Obj],
     flavors: list[Obj],
     admitted: list[Admitted],
-    pod_sets: list[Obj],
+    workload: Obj,
     cq: str,
     prio: int,
 ) -> tuple[Any, ...]:
@@ -222,7 +249,7 @@ def _by_simulator(
             sim_quota.AdmittedWorkload(key, name, dict(usage), frozenset(usage), priority, ts, ts + 1, uid=key)
         )
     flavor_specs = {f["metadata"]["name"]: sim_specs.FlavorSpec.from_object(f) for f in flavors}
-    requests = sim_requests.workload_pod_sets({"spec": {"podSets": pod_sets}})
+    requests = sim_requests.workload_pod_sets(workload)
     d = decide(tree, specs[cq], requests, flavor_specs, priority=prio, timestamp=500.0, now=5000.0)
     a = d.assignment
     return (
@@ -379,3 +406,47 @@ def test_hami_filter_decisions_agree(seed: int) -> None:
     for i in range(300):
         case = _hami_case(rng)
         assert _hami_by_simulator(*case) == _hami_by_model(*case), f"case {i}: {json.dumps(case)}"
+
+
+def _transformation_case(rng: random.Random) -> tuple[dict[str, Fraction], list[Obj], tuple[str, ...]]:
+    """Per-pod requests (whole, fractional, cpu) and Kueue ``resources.transformations`` over them."""
+    names = ["cpu", "example.com/a", "example.com/b", "nvidia.com/gpu", "nvidia.com/gpumem", "x.org/skip"]
+    requests = {
+        n: parse_quantity(rng.choice(["0", "250m", "500m", "1", "1500m", "3", "1000"]))
+        if n != "cpu"
+        else Fraction(rng.choice([100, 500, 1000, 2500]), 1000)
+        for n in rng.sample(names, rng.randint(1, len(names)))
+    }
+    transformations = []
+    for name in rng.sample(names, rng.randint(0, 3)):
+        t: Obj = {
+            "input": name,
+            "strategy": rng.choice(["Retain", "Replace"]),
+            "outputs": {
+                out: rng.choice(["1", "2", "500m", "3000", "5Ki", "-1"])
+                for out in rng.sample(["example.com/credits", "example.com/mem", name + "-total"], rng.randint(1, 2))
+            },
+        }
+        if rng.random() < 0.4:
+            t["multiplyBy"] = rng.choice(["nvidia.com/gpu", "example.com/b", "x.org/skip"])
+        transformations.append(t)
+    excluded = ("x.org/",) if rng.random() < 0.3 else ()
+    return requests, transformations, excluded
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_resource_transformations_agree(seed: int) -> None:
+    """``dispatcher.resources.transform`` and the simulator's ``effective_requests``, then Kueue's int64 values."""
+    rng = random.Random(seed)
+    for i in range(300):
+        requests, transformations, excluded = _transformation_case(rng)
+        by_model = model_resources.transform(
+            requests, [model_resources.ResourceTransformation.from_config(t) for t in transformations], excluded
+        )
+        by_sim = sim_requests.effective_requests(
+            requests, [sim_requests.ResourceTransformation.from_config(t) for t in transformations], excluded
+        )
+        case = json.dumps([{k: str(v) for k, v in requests.items()}, transformations, excluded])
+        assert by_sim == by_model, f"case {i}: {case}"
+        values = {r: sim_requests.resource_value(r, v) for r, v in by_sim.items()}
+        assert values == {r: kueue_value(r, v) for r, v in by_model.items()}, f"case {i}: {case}"

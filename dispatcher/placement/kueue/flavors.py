@@ -11,7 +11,8 @@ branch of the assigner and live beside it for that reason.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -39,29 +40,45 @@ from .specs import (
 from .tree import QuotaTree
 from .workloads import PodSetRequest
 
-__all__ = ["assign_flavors", "fit_checks", "fits_as_before", "flavor_matches_pod_set"]
+__all__ = ["assign_flavors", "fit_checks", "fits_as_before", "flavor_matches_pod_set", "group_label_keys"]
 
 
-def flavor_matches_pod_set(pod_set: PodSetRequest, flavor: ResourceFlavorSpec) -> bool:
+def flavor_matches_pod_set(
+    pod_set: PodSetRequest, flavor: ResourceFlavorSpec, label_keys: AbstractSet[str] | None = None
+) -> bool:
     """Whether the PodSet's node selector and required node affinity accept the flavor's node labels.
 
-    As Kueue's ``flavorSelector``: only keys the flavor itself labels are considered, and an affinity term left
-    with no expression after that filtering matches any flavor (terms are ORed).
+    As Kueue v0.17.0's ``flavorSelector(spec, resourceGroup.LabelKeys)``: only the keys in ``label_keys`` are
+    considered, the node label keys of every flavor of the resource group (:func:`group_label_keys`), so a flavor
+    without a key another flavor of the group labels does not match a selector on that key; an affinity term left
+    with no expression after that filtering matches any flavor (terms are ORed). ``None``: the flavor's own keys
+    (what Kueue v0.17.6+ and main do, kueue#12449).
     """
     labels = flavor.node_labels
+    keys: AbstractSet[str] = labels.keys() if label_keys is None else label_keys
     for key, value in pod_set.node_selector.items():
-        if key in labels and labels[key] != value:
+        if key in keys and labels.get(key) != value:
             return False
     terms = pod_set.node_affinity
     if not terms:
         return True
     filtered: list[list[NodeSelectorRequirement]] = []
     for term in terms:
-        kept = [e for e in term if e.key in labels]
+        kept = [e for e in term if e.key in keys]
         if not kept:
             return True
         filtered.append(kept)
     return any(all(e.matches(labels) for e in term) for term in filtered)
+
+
+def group_label_keys(group_flavors: Iterable[str], flavors: Mapping[str, ResourceFlavorSpec]) -> frozenset[str]:
+    """``clusterQueue.updateLabelKeys``: the node label keys of the resource group's flavors that exist."""
+    keys: set[str] = set()
+    for name in group_flavors:
+        flavor = flavors.get(name)
+        if flavor is not None:
+            keys.update(flavor.node_labels)
+    return frozenset(keys)
 
 
 # preemptionMode, worst to best.
@@ -94,14 +111,16 @@ def _most_severe(a: str, b: str) -> str:
 
 
 def _is_preferred(a: tuple[int, int], b: tuple[int, int], preference: str | None) -> bool:
-    """Kueue's ``isPreferred`` over ``(preemption mode, borrowing level)``: is ``a`` better than ``b``?"""
+    """Kueue v0.17's ``isPreferred`` over ``(preemption mode, borrowing level)``: is ``a`` better than ``b``?
+
+    "No preemption candidates" is just the mode below ``preempt``: with ``PreemptionOverBorrowing`` a flavor without
+    candidates at a lower borrowing level beats one that fits or can preempt higher up (Kueue main, kueue#13616,
+    ranks it below every viable mode first; no release has that).
+    """
     if a[0] == _PM_NO_FIT:
         return False
     if b[0] == _PM_NO_FIT:
         return True
-    a_none, b_none = a[0] == _PM_NO_CANDIDATES, b[0] == _PM_NO_CANDIDATES
-    if a_none != b_none:
-        return not a_none
     if preference == _PREEMPTION_OVER_BORROWING:
         if a[1] != b[1]:
             return a[1] < b[1]
@@ -155,7 +174,7 @@ class _Status:
 class _Assigner:
     """``FlavorAssigner`` for one workload against one ClusterQueue of a tree."""
 
-    __slots__ = ("cq", "flavors", "ignore_undeclared", "last", "node", "oracle", "tree")
+    __slots__ = ("cq", "flavors", "ignore_undeclared", "label_keys", "last", "node", "oracle", "tree")
 
     def __init__(
         self,
@@ -173,6 +192,8 @@ class _Assigner:
         self.oracle = oracle
         self.last = last
         self.ignore_undeclared = ignore_undeclared
+        #: per resource group (its flavors), the label keys node selectors are reduced to
+        self.label_keys: dict[tuple[str, ...], frozenset[str]] = {}
 
     def _fits_quota(self, fr: FlavorResource, assumed: int, request: int) -> tuple[int, int, _Status | None]:
         """``fitsResourceQuota``: the preemption mode and borrowing height for one flavor-resource."""
@@ -218,8 +239,9 @@ class _Assigner:
             return _POSSIBILITY_TO_PM[possibility], borrow_after, status
         return _PM_NO_FIT, borrow, status
 
-    def _check_flavor(self, flavor_name: str, pod_sets: Sequence[PodSetRequest]) -> list[str]:
-        """``checkFlavorForPodSets``: taints and node labels; returns the reasons the flavor does not match."""
+    def _check_flavor(self, flavor_name: str, pod_sets: Sequence[PodSetRequest], keys: AbstractSet[str]) -> list[str]:
+        """``checkFlavorForPodSets``: taints and node labels (reduced to the group's label ``keys``); returns the
+        reasons the flavor does not match."""
         flavor = self.flavors.get(flavor_name)
         if flavor is None:
             return [f"flavor {flavor_name} not found"]
@@ -227,7 +249,7 @@ class _Assigner:
             taint = find_untolerated_taint(flavor.node_taints, (*ps.tolerations, *flavor.tolerations))
             if taint is not None:
                 return [f"untolerated taint {taint} in flavor {flavor_name}"]
-            if not flavor_matches_pod_set(ps, flavor):
+            if not flavor_matches_pod_set(ps, flavor, keys):
                 return [f"flavor {flavor_name} doesn't match node affinity"]
         return []
 
@@ -258,10 +280,13 @@ class _Assigner:
                 start = tried + 1
         attempted = -1
         flavors = group.flavors
+        keys = self.label_keys.get(flavors)
+        if keys is None:
+            keys = self.label_keys[flavors] = group_label_keys(flavors, self.flavors)
         for idx in range(start, len(flavors)):
             attempted = idx
             fname = flavors[idx]
-            mismatch = self._check_flavor(fname, [pod_sets[i] for i in ps_ids])
+            mismatch = self._check_flavor(fname, [pod_sets[i] for i in ps_ids], keys)
             if mismatch:
                 status.reasons.extend(mismatch)
                 attempts.append(
@@ -287,7 +312,9 @@ class _Assigner:
                 if _is_preferred(rep, mode, preference):
                     rep = mode
                 if rep[0] == _PM_NO_FIT:
-                    continue
+                    # v0.17: the flavor does not fit, its other resources are not checked (newer Kueue checks
+                    # them all and lists every reason); Kueue meets them in Go's map order, here in resource order.
+                    break
                 assignments[rname] = FlavorAssignment(fname, _PM_TO_MODE[pm], borrow)
             attempts.append(
                 FlavorAssignmentAttempt(
@@ -318,7 +345,8 @@ class _Assigner:
         ps_assignments: list[PodSetAssignment] = []
         groups: dict[str, list[int]] = {}
         for i, ps in enumerate(pod_sets):
-            count = counts[i] if counts is not None else ps.count
+            # PodSetResources.ScaledTo: a pod set with no pod left (all reclaimable) keeps its count of 0.
+            count = counts[i] if counts is not None and ps.count != 0 else ps.count
             req = {r: v * count for r, v in ps.requests.items()}
             if covers_pods:
                 req["pods"] = count
@@ -467,9 +495,9 @@ def assign_flavors(
 
     Preemption feasibility comes from ``oracle``; by default, a classical preemption simulation over the
     workloads recorded in ``tree`` for a preemptor with ``priority`` and ``queue_order_time``. ``counts``
-    overrides the PodSet counts (partial admission). Resources the ClusterQueue does not cover make the workload
-    ``NoFit`` unless their request is zero or ``ignore_undeclared_resources`` (``QuotaCheckStrategy:
-    IgnoreUndeclared``) is set.
+    overrides the PodSet counts (partial admission), except a count of 0. Resources the ClusterQueue does not cover
+    make the workload ``NoFit`` unless their request is zero or ``ignore_undeclared_resources``
+    (``QuotaCheckStrategy: IgnoreUndeclared``) is set.
     """
     if oracle is None:
 

@@ -9,7 +9,7 @@ flavor-resource and its eviction state) and the pending-queue ordering (``queue_
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -81,7 +81,9 @@ class PodSetRequest:
 
     ``node_affinity`` holds the required node affinity terms (ORed) of ``matchExpressions`` (ANDed), or ``None``;
     ``group`` is the TAS ``podSetGroupName`` (PodSets of a group get the same flavors); ``min_count`` is the
-    PodSet's ``minCount`` (``None``: no partial admission), down to which :mod:`.partial` may reduce ``count``.
+    PodSet's ``minCount`` (``None``: no partial admission), down to which :mod:`.partial` may reduce the count.
+    ``count`` is the count after ``status.reclaimablePods``, ``spec_count`` the Workload's own count when that
+    differs (``None``: the same); partial admission reduces the spec count, as Kueue does.
     """
 
     name: str
@@ -92,6 +94,12 @@ class PodSetRequest:
     node_affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] | None = None
     group: str | None = None
     min_count: int | None = None
+    spec_count: int | None = None
+
+    @property
+    def full_count(self) -> int:
+        """The Workload's own count (``spec.podSets[].count``), from which partial admission reduces."""
+        return self.count if self.spec_count is None else self.spec_count
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any], count: int | None = None) -> PodSetRequest:
@@ -139,7 +147,8 @@ def pod_constraints(
 
 
 def workload_pod_sets(workload: Mapping[str, Any]) -> list[PodSetRequest]:
-    """The PodSets of a Workload object, counts reduced by ``status.reclaimablePods`` as Kueue does."""
+    """The PodSets of a Workload object, counts reduced by ``status.reclaimablePods`` as Kueue does
+    (``podSetsCountsAfterReclaim``; the spec count is kept in ``spec_count``)."""
     reclaimable = {
         _str(_map(r).get("name")): int(_map(r).get("count", 0) or 0)
         for r in _list(_map(workload.get("status")).get("reclaimablePods"))
@@ -150,7 +159,11 @@ def workload_pod_sets(workload: Mapping[str, Any]) -> list[PodSetRequest]:
         raw = psm.get("count", 1)
         count = raw if isinstance(raw, int) else 1
         name = _str(psm.get("name")) or "main"
-        result.append(PodSetRequest.from_object(psm, count=max(0, count - reclaimable.get(name, 0))))
+        after = max(0, count - reclaimable.get(name, 0))
+        request = PodSetRequest.from_object(psm, count=after)
+        if after != count:
+            request = replace(request, spec_count=count)
+        result.append(request)
     return result
 
 

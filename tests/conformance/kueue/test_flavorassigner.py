@@ -664,7 +664,39 @@ def _assign_case_tree(case: _AssignCase) -> QuotaTree:
     return tree
 
 
-@pytest.mark.parametrize("name", list(_ASSIGN_CASES), ids=list(_ASSIGN_CASES))
+# Cases of Kueue releases after v0.17.0 whose outcome v0.17.0 (the release the real rig runs, and the model's
+# reading) decides otherwise; kept verbatim so that they say so. (tests/placement/kueue/test_flavors.py has them as
+# v0.17.0 decides them.)
+_LABEL_KEYS = (
+    "Kueue v0.17.6+ and main (kueue#12449) reduce a node selector to the flavor's own label keys; v0.17.0 to the "
+    "keys of every flavor of the resource group, so the flavor without the key does not match"
+)
+_NO_CANDIDATES = (
+    "Kueue main only (kueue#13616) ranks a flavor without preemption candidates below any viable one; in v0.17 the "
+    "borrowing level decides first under PreemptionOverBorrowing"
+)
+_NEWER_THAN_V017 = {
+    "multiple flavors with different label keys, selector only uses flavor's own keys": _LABEL_KEYS,
+    "labelless flavor in group with labeled flavor, workload uses labeled selector": _LABEL_KEYS,
+    "Select deeper-borrowing flavor that fits when shallower-borrowing flavor has no preemption candidates": (
+        _NO_CANDIDATES
+    ),
+    "explicit PreemptionOverBorrowing rejects no-candidate flavor before borrowing comparison": _NO_CANDIDATES,
+    "explicit PreemptionOverBorrowing prefers fit over shallower-borrowing no-candidate flavor": _NO_CANDIDATES,
+}
+
+
+def _params(names: list[str]) -> list[Any]:
+    """``names`` as parameters, those decided otherwise by v0.17.0 marked as strict expected failures."""
+    return [
+        pytest.param(n, id=n, marks=pytest.mark.xfail(strict=True, reason=_NEWER_THAN_V017[n]))
+        if n in _NEWER_THAN_V017
+        else pytest.param(n, id=n)
+        for n in names
+    ]
+
+
+@pytest.mark.parametrize("name", _params(list(_ASSIGN_CASES)))
 @pytest.mark.kueue(source=SOURCE, test="TestAssignFlavors")
 def test_assign_flavors_kueue_table(name: str) -> None:
     case = _ASSIGN_CASES[name]
@@ -845,8 +877,14 @@ _HIERARCHICAL_CASES = [
 
 @pytest.mark.parametrize(
     ("name", "test_flavors", "usage", "other", "fungibility", "simulation", "want_mode", "want"),
-    _HIERARCHICAL_CASES,
-    ids=[c[0] for c in _HIERARCHICAL_CASES],
+    [
+        pytest.param(
+            *c,
+            id=c[0],
+            marks=[pytest.mark.xfail(strict=True, reason=_NEWER_THAN_V017[c[0]])] if c[0] in _NEWER_THAN_V017 else [],
+        )
+        for c in _HIERARCHICAL_CASES
+    ],
 )
 @pytest.mark.kueue(source=SOURCE, test="TestHierarchical")
 def test_hierarchical_flavor_assignment(
@@ -882,25 +920,43 @@ def test_hierarchical_flavor_assignment(
     assert a.pod_sets[0].flavors["cpu"].flavor == want, name
 
 
+_NO_FIT, _NO_CAND, _PREEMPT_M, _RECLAIM_M, _FIT_M = range(5)
+_POB, _BOP = "PreemptionOverBorrowing", "BorrowingOverPreemption"
+# Kueue: flavorassigner_test.go TestIsPreferred (v0.17.0 has the first four; main the rest), over (preemption
+# mode, borrowing level).
+_IS_PREFERRED_CASES = {
+    "feature gate disabled prioritises preemption": ((_FIT_M, 0), (_PREEMPT_M, 0), None, True),
+    "explicit BorrowingOverPreemption prioritises borrowing distance": ((_PREEMPT_M, 1), (_FIT_M, 2), _BOP, False),
+    "explicit PreemptionOverBorrowing prioritises lower preemption": ((_PREEMPT_M, 1), (_FIT_M, 2), _POB, True),
+    "explicit PreemptionOverBorrowing breaks borrowing ties with preemption": (
+        (_PREEMPT_M, 1),
+        (_FIT_M, 1),
+        _POB,
+        False,
+    ),
+    "explicit PreemptionOverBorrowing rejects no-candidate flavor before borrowing comparison": (
+        (_NO_CAND, 1),
+        (_FIT_M, 2),
+        _POB,
+        False,
+    ),
+    "explicit PreemptionOverBorrowing prefers fit over shallower-borrowing no-candidate flavor": (
+        (_FIT_M, 2),
+        (_NO_CAND, 1),
+        _POB,
+        True,
+    ),
+    "no-candidate flavor remains preferable to no-fit flavor": ((_NO_CAND, 1), (_NO_FIT, 0), None, True),
+    "no-fit flavor remains worse than no-candidate flavor": ((_NO_FIT, 0), (_NO_CAND, 1), None, False),
+    "no-candidate flavors retain borrowing preference": ((_NO_CAND, 1), (_NO_CAND, 2), _POB, True),
+    "no-candidate flavors retain borrowing preference in reverse": ((_NO_CAND, 2), (_NO_CAND, 1), _POB, False),
+}
+
+
+@pytest.mark.parametrize("name", _params(list(_IS_PREFERRED_CASES)))
 @pytest.mark.kueue(source=SOURCE, test="TestIsPreferred")
-def test_is_preferred_kueue_table() -> None:
-    # Kueue: flavorassigner_test.go TestIsPreferred, over (preemption mode, borrowing level).
+def test_is_preferred_kueue_table(name: str) -> None:
     from dispatcher.placement.kueue.flavors import _is_preferred  # the ordering has no public surface of its own
 
-    no_fit, no_cand, preempt, _reclaim, fit = range(5)
-    pob = "PreemptionOverBorrowing"
-    bop = "BorrowingOverPreemption"
-    cases = [
-        ((fit, 0), (preempt, 0), None, True),
-        ((preempt, 1), (fit, 2), bop, False),
-        ((preempt, 1), (fit, 2), pob, True),
-        ((preempt, 1), (fit, 1), pob, False),
-        ((no_cand, 1), (fit, 2), pob, False),
-        ((fit, 2), (no_cand, 1), pob, True),
-        ((no_cand, 1), (no_fit, 0), None, True),
-        ((no_fit, 0), (no_cand, 1), None, False),
-        ((no_cand, 1), (no_cand, 2), pob, True),
-        ((no_cand, 2), (no_cand, 1), pob, False),
-    ]
-    for a, b, preference, want in cases:
-        assert _is_preferred(a, b, preference) is want, (a, b, preference)
+    a, b, preference, want = _IS_PREFERRED_CASES[name]
+    assert _is_preferred(a, b, preference) is want
