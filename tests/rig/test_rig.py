@@ -132,9 +132,8 @@ def test_rig_up_real_is_ready_and_rig_down_leaves_nothing_running(tmp_path: Path
             time.sleep(0.2)
         state = json.loads((d / "rig.json").read_text())
         pids = [p["pid"] for c in state["clusters"] for p in c["components"].values()]
-        assert (
-            len(pids) == 3 + 7
-        )  # manager: etcd, apiserver, controller manager; worker: + scheduler, kwok, kueue, jobset
+        # manager: etcd, apiserver, controller manager; worker: + scheduler, kwok, kueue, jobset, fencing agent
+        assert len(pids) == 3 + 8
         for name in ("manager.kubeconfig", "worker-1.kubeconfig", "worker-1.dispatcher.kubeconfig", "clusters.yaml"):
             assert (d / name).is_file(), name
         assert (d / "worker-1.kubeconfig").stat().st_mode & 0o077 == 0, "kubeconfigs hold credentials: 0600"

@@ -99,7 +99,8 @@ async def test_workloads_watch_refreshes_until_interrupted(rig: Rig, tmp_path: P
         headers = 0
         seen = ""
         while headers < 3:
-            line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+            # Generous: the first line waits for a Python process to start, which a loaded machine slows down.
+            line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
             assert line, "the watch ended by itself"
             seen += line
             headers += line.startswith("WORKLOAD")
