@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -23,13 +24,14 @@ from typing import Any
 import yaml
 
 from . import labels as L
+from .health import HealthMachine, HealthMonitor
 from .kube.client import ClusterClient, KubeError, Resource
 from .kube.informer import Informer
 from .placement.gpu import WorkerGpus
 from .placement.hami.names import REGISTER_ANNOTATION
 from .placement.worker import WorkerCapacity
 
-__all__ = ["KUEUE_CONFIG", "WorkerView", "kueue_resource"]
+__all__ = ["KUEUE_CONFIG", "WorkerView", "kueue_resource", "probe_worker", "watch_workers"]
 
 log = logging.getLogger("dispatcher.capacity")
 Obj = dict[str, Any]
@@ -354,3 +356,53 @@ class WorkerView:
             self.on_remote_job(self.name, kind, obj)
 
         return handle
+
+
+async def probe_worker(client: ClusterClient, view: WorkerView, timeout: float) -> bool | str:
+    """A worker's health probe: its ``/readyz``, and whether it refuses any of the dispatcher's reads (a
+    ServiceAccount without the RBAC to list pods answers ``/readyz`` but cannot be placed on)."""
+    result = await client.probe(timeout)
+    if result is True:
+        refused = view.rejection()
+        if refused:
+            return refused
+    return result
+
+
+def watch_workers(
+    clients: dict[str, ClusterClient],
+    capacities: dict[str, WorkerCapacity],
+    health: HealthMonitor,
+    *,
+    origin: str,
+    job_resources: list[Resource],
+    suspect_after: float,
+    lost_timeout: float,
+    on_capacity: Callable[[str], None],
+    on_remote_job: RemoteJobHandler,
+    on_remote_workload: RemoteWorkloadHandler,
+    on_race_pod: RemoteJobHandler | None,
+) -> dict[str, WorkerView]:
+    """A started view of each worker, and its health machine (probes with short deadlines, contact from the view's
+    watches)."""
+    views = {}
+    for name, client in clients.items():
+        view = WorkerView(
+            capacities[name],
+            client,
+            origin=origin,
+            job_resources=job_resources,
+            on_capacity=on_capacity,
+            on_remote_job=on_remote_job,
+            on_remote_workload=on_remote_workload,
+            on_race_pod=on_race_pod,
+        )
+        views[name] = view
+        health.add(
+            name,
+            HealthMachine(suspect_after=suspect_after, lost_timeout=lost_timeout),
+            functools.partial(probe_worker, client, view, max(0.5, min(3.0, lost_timeout / 4))),
+            view.last_contact,
+        )
+        view.start()
+    return views

@@ -1,4 +1,5 @@
-"""Operator controls on one workload: stop, resume, cancel (``dispatcher stop|resume|cancel NS/NAME``).
+"""Operator controls: on one workload, stop, resume, cancel (``dispatcher stop|resume|cancel NS/NAME``); on one
+worker, cordon, uncordon, drain (``dispatcher cluster cordon|uncordon|drain NAME``).
 
 They mean what ``kueuectl`` users know:
 
@@ -23,14 +24,17 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from .copies import delete_remote
 from .live import Live
 from .store.models import PlacementState, WorkloadState, utcnow
 from .store.repo import Transition
 
 if TYPE_CHECKING:
-    from .service import Dispatcher
+    from .finish import Finish
+    from .requeue import Requeue
+    from .runtime import Runtime
 
-__all__ = ["ACTIONS", "ControlError", "WorkloadControls"]
+__all__ = ["ACTIONS", "ClusterControls", "ControlError", "WorkloadControls"]
 
 log = logging.getLogger("dispatcher.control")
 
@@ -50,8 +54,9 @@ class ControlError(Exception):
 class WorkloadControls:
     """stop / resume / cancel, against one dispatcher's live workloads and its SQL store."""
 
-    def __init__(self, service: Dispatcher) -> None:
-        self.service = service
+    def __init__(self, rt: Runtime, finish: Finish) -> None:
+        self.rt = rt
+        self.finish = finish
 
     async def apply(self, action: str, namespace: str, name: str) -> dict[str, Any]:
         """Apply ``action`` to the workload ``namespace/name``; returns ``{"workload", "state", "stopped",
@@ -79,7 +84,7 @@ class WorkloadControls:
     # -- the controls ---------------------------------------------------------------------------------------
 
     async def _stop(self, live: Live) -> bool:
-        svc = self.service
+        svc = self.rt
         if live.terminal:
             raise ControlError(409, f"{live.key} has finished ({live.state}); there is nothing to stop")
         if live.stopped:
@@ -115,14 +120,14 @@ class WorkloadControls:
             live.cluster_queue = ""
             if cluster in svc.capacities:
                 svc.capacities[cluster].release(live.uid)
-            await svc.delete_copy(old, cluster)
+            await delete_remote(svc, old, cluster, svc.adapter(old))
         svc.emit(live, "Normal", "Stopped", f"{reason}" + (f"; its copy on {cluster} was deleted" if cluster else ""))
         await svc.report(live, WorkloadState.PENDING, reason, None)
         svc.wake_placement()
         return True
 
     async def _resume(self, live: Live) -> bool:
-        svc = self.service
+        svc = self.rt
         if live.terminal:
             raise ControlError(409, f"{live.key} has finished ({live.state}); resubmit it to run it again")
         if not live.stopped:
@@ -142,7 +147,7 @@ class WorkloadControls:
         return True
 
     async def _cancel(self, live: Live) -> bool:
-        svc = self.service
+        svc = self.rt
         if live.state == WorkloadState.CANCELLED:
             return False
         if live.terminal:
@@ -171,19 +176,19 @@ class WorkloadControls:
         if cluster is not None:
             if cluster in svc.capacities:
                 svc.capacities[cluster].release(live.uid)
-            await svc.delete_copy(old, cluster)
+            await delete_remote(svc, old, cluster, svc.adapter(old))
         svc.emit(live, "Warning", "Cancelled", reason + (f"; its copy on {cluster} was deleted" if cluster else ""))
         await svc.report(live, WorkloadState.CANCELLED, reason, None)
-        svc.after_terminal(live)
+        self.finish.after_terminal(live)
         return True
 
     # -- helpers --------------------------------------------------------------------------------------------
 
     async def _find(self, namespace: str, name: str) -> Live:
-        candidates = [w for w in self.service.live.by_id.values() if w.namespace == namespace and w.name == name]
+        candidates = [w for w in self.rt.live.by_id.values() if w.namespace == namespace and w.name == name]
         if candidates:
             return max(candidates, key=lambda w: (not w.terminal, w.id))
-        row = await self.service.repo.get_workload(namespace, name)
+        row = await self.rt.repo.get_workload(namespace, name)
         if row is None:
             raise ControlError(404, f"no workload {namespace}/{name}; list them with dispatcher workloads")
         raise ControlError(409, f"{namespace}/{name} has finished ({row.state}) and is no longer held")
@@ -207,3 +212,42 @@ def _detached_copy(live: Live) -> Live:
     from dataclasses import replace
 
     return replace(live, reported={})
+
+
+class ClusterControls:
+    """cordon / uncordon / drain of one worker."""
+
+    def __init__(self, rt: Runtime, requeue: Requeue) -> None:
+        self.rt = rt
+        self.requeue = requeue
+
+    async def cordon(self, name: str, cordoned: bool = True) -> None:
+        """Cordon: no new placements on ``name`` (kept in SQL, so it survives restarts). Uncordon undoes it."""
+        rt = self.rt
+        cap = rt.capacities.get(name)
+        if cap is None:
+            raise KeyError(name)
+        await rt.retry("cordon", lambda: rt.repo.update_cluster(name, cordoned=cordoned))
+        cap.cordoned = cordoned
+        cap.touch()
+        if not cordoned:
+            rt.wake_placement()
+
+    async def drain(self, name: str, running: bool = False) -> int:
+        """Cordon ``name`` and move its workloads elsewhere: those not yet admitted, and with ``running`` also
+        admitted and running ones (their copies are deleted first). Returns how many were moved."""
+        await self.cordon(name, True)
+        states = {WorkloadState.PLACED}
+        if running:
+            states |= {WorkloadState.ADMITTED, WorkloadState.RUNNING}
+        moving = [
+            live
+            for live in self.rt.live.by_id.values()
+            if live.cluster == name and live.state in states and not live.busy and not live.deleted
+        ]
+        for live in moving:
+            live.busy = True
+        await asyncio.gather(
+            *(self.requeue.move_elsewhere(live, f"{name} was drained", exclude=False, drained=True) for live in moving)
+        )
+        return len(moving)

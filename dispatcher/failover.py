@@ -36,14 +36,16 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from . import labels as L
+from .copies import delete_copy
 from .health import HealthState
 from .kube.client import KubeError
-from .mirror import delete_copy
 from .store.models import AuditEvent, PlacementState, WorkloadState, utcnow
 
 if TYPE_CHECKING:
+    from .finish import Finish
     from .live import Live
-    from .service import Dispatcher
+    from .requeue import Requeue
+    from .runtime import Runtime
 
 __all__ = ["Failover"]
 
@@ -54,13 +56,85 @@ PLACED_STATES = (WorkloadState.PLACING, WorkloadState.PLACED, WorkloadState.ADMI
 
 
 class Failover:
-    def __init__(self, service: Dispatcher) -> None:
-        self.service = service
+    def __init__(self, rt: Runtime, requeue: Requeue, finish: Finish, *, counts_from: Failover | None = None) -> None:
+        self.rt = rt
+        self.requeue = requeue
+        self.finish = finish
         self._locks: dict[str, asyncio.Lock] = {}
-        self.failovers = 0
-        self.fenced = 0
+        self.failovers: int = counts_from.failovers if counts_from else 0
+        self.fenced: int = counts_from.fenced if counts_from else 0
         #: worker -> monotonic time it was declared Lost (for drills and metrics).
-        self.lost_at: dict[str, float] = {}
+        self.lost_at: dict[str, float] = dict(counts_from.lost_at) if counts_from else {}
+
+    # -- what a worker's health means -----------------------------------------------------------------------
+
+    def health_changed(self, name: str, old: str, new: str, *, acting: bool) -> None:
+        """A worker's health changed (:mod:`.health`): its capacity view and fencing Lease follow at once; the
+        acting replica records it and acts — Lost: fail over; Recovering: fence, then trust it again."""
+        rt = self.rt
+        cap = rt.capacities.get(name)
+        if cap is None:
+            return
+        cap.health = new
+        machine = rt.health.machines.get(name) if rt.health is not None else None
+        cap.health_reason = machine.reason if machine is not None and new == HealthState.NOT_READY else ""
+        cap.touch()
+        # The fencing Lease: no longer renewed once the worker is Lost (its agent fences, and failover counts from
+        # the last renewal sent); renewed again as soon as it answers.
+        if rt.leases is not None:
+            if new == HealthState.LOST:
+                rt.leases.hold(name)
+            elif old == HealthState.LOST or new in (HealthState.RECOVERING, HealthState.READY):
+                rt.leases.release(name)
+        if not acting:
+            return  # a standby only keeps the state; the leader records it and acts (see resume_health)
+        self.record_health(name, new)
+        if new == HealthState.LOST:
+            rt.spawn(self.worker_lost_step(name))
+        elif new == HealthState.RECOVERING:
+            rt.spawn(self.recover_worker(name))
+        elif new == HealthState.READY:
+            rt.wake_placement()
+
+    def resume_health(self) -> None:
+        """Worker health seen while standing by: record it, and fail over or fence what needs it now."""
+        if self.rt.health is None:
+            return
+        for name, machine in self.rt.health.machines.items():
+            self.record_health(name, machine.state)
+            if machine.state == HealthState.LOST:
+                self.rt.spawn(self.worker_lost_step(name))
+            elif machine.state == HealthState.RECOVERING:
+                self.rt.spawn(self.recover_worker(name))
+
+    def record_health(self, name: str, state: str) -> None:
+        rt = self.rt
+        machine = rt.health.machines.get(name) if rt.health is not None else None
+        reason = machine.reason if machine is not None and machine.state == state else ""
+        rt.spawn(rt.retry("record health", lambda: rt.repo.record_health(name, state, reason or "")))
+
+    async def worker_lost_step(self, name: str) -> None:
+        await self.worker_lost(name)
+
+    async def recover_worker(self, name: str) -> None:
+        """A Lost worker answers again: fence it (delete stale copies), then trust it."""
+        rt = self.rt
+        if not await fence_until_done(self, name, rt.stop_event):
+            return
+        machine = rt.health.machines.get(name) if rt.health is not None else None
+        if machine is None or machine.state != HealthState.RECOVERING:
+            return  # lost again meanwhile
+        machine.recovered(time.monotonic())
+        cap = rt.capacities[name]
+        cap.health = HealthState.READY
+        cap.touch()
+        self.record_health(name, HealthState.READY)
+        for live in list(rt.live.by_id.values()):
+            if live.cluster == name:
+                rt.mark_dirty(live.id)
+        rt.wake_placement()
+
+    # -- failover ---------------------------------------------------------------------------------------------
 
     def _lock(self, worker: str) -> asyncio.Lock:
         return self._locks.setdefault(worker, asyncio.Lock())
@@ -68,14 +142,14 @@ class Failover:
     def affected(self, worker: str) -> list[Live]:
         return [
             live
-            for live in self.service.live.by_id.values()
+            for live in self.rt.live.by_id.values()
             if live.cluster == worker and live.state in PLACED_STATES and not live.deleted
         ]
 
     async def worker_lost(self, worker: str) -> int:
         """Move every open workload off ``worker`` (one transaction), once its fencing agent (if it has one) has
         stopped the copies there. Returns how many moved or failed."""
-        svc = self.service
+        svc = self.rt
         self.lost_at[worker] = time.monotonic()
         fencing = await self._await_fencing(worker)
         if fencing is None:
@@ -119,13 +193,13 @@ class Failover:
                     live.state = WorkloadState.FAILED
                     live.finished_at = time.monotonic()
                     svc.emit(live, "Warning", "WorkerLost", fail_reason)
-                    svc.after_terminal(live)
+                    self.finish.after_terminal(live)
                     svc.spawn(svc.report(live, WorkloadState.FAILED, fail_reason, None), live)
                     continue
                 self.failovers += 1
                 svc.metrics.failover(worker)
                 svc.emit(live, "Warning", "FailedOver", f"{move_reason} (generation {live.generation + 1})")
-                svc.requeue(live, live.generation + 1)
+                self.requeue.requeue(live, live.generation + 1)
             log.warning("worker %s lost: %d workloads moved or failed", worker, moved)
             svc.wake_placement()
             return moved
@@ -134,9 +208,9 @@ class Failover:
         """With a fencing agent: wait until it has stopped the copies on ``worker`` (the last fencing-Lease renewal
         sent there plus the lease duration and the grace). Returns what the move's reason says of the copies left
         there, or None when the worker answered again meanwhile (nothing to fail over)."""
-        svc = self.service
+        svc = self.rt
         leases = svc.leases
-        if not leases.fenced(worker):
+        if leases is None or not leases.fenced(worker):
             return "fencing: none, so its copies may still run there: at-least-once"
         up = leases.agent_up(worker)
         told = False
@@ -163,7 +237,7 @@ class Failover:
                     "stopped its copy (the fencing Lease expires)",
                 )
             await asyncio.sleep(wait)
-        if svc.health.state(worker) != HealthState.LOST:
+        if svc.health is None or svc.health.state(worker) != HealthState.LOST:
             log.warning("worker %s answered again before its copies were fenced: nothing failed over", worker)
             return None
         if up is False:
@@ -176,7 +250,7 @@ class Failover:
 
     async def fence(self, worker: str) -> int:
         """Delete every copy on ``worker`` that no current placement owns; then trust the worker again."""
-        svc = self.service
+        svc = self.rt
         client = svc.clients.get(worker)
         if client is None:
             return 0
@@ -211,7 +285,7 @@ class Failover:
             return deleted
 
 
-def stale_copies(svc: Dispatcher, worker: str, items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def stale_copies(svc: Runtime, worker: str, items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Copies with our origin on ``worker`` that the current placement of their workload does not own."""
     out = []
     for obj in items:

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from . import labels as L
 from .adapters.base import Adapter
+from .copies import delete_copy
 from .kube.client import KubeError
-from .mirror import delete_copy
 from .store.models import AuditEvent, utcnow
 
 if TYPE_CHECKING:
-    from .service import Dispatcher
+    from .race import Races
+    from .runtime import Runtime
 
 __all__ = ["GarbageCollector"]
 
@@ -33,8 +34,10 @@ Obj = dict[str, Any]
 
 
 class GarbageCollector:
-    def __init__(self, service: Dispatcher) -> None:
-        self.service = service
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        #: allAtOnce / incremental: a race's copies are its own, not orphans (set when the races are wired).
+        self.races: Races | None = None
         self._requested: set[str] = set()
         self._event = asyncio.Event()
         self.deleted = 0
@@ -46,7 +49,7 @@ class GarbageCollector:
 
     def orphans(self, worker: str) -> list[tuple[Adapter, Obj]]:
         """Copies on ``worker`` with our origin label that no live workload owns (from the informer cache)."""
-        svc = self.service
+        svc = self.rt
         view = svc.views.get(worker)
         if view is None or not view.jobs_synced():
             return []
@@ -65,13 +68,13 @@ class GarbageCollector:
                     and labels.get(L.GENERATION) == str(live.generation)
                 ):
                     continue
-                if svc.races.owns(labels.get(L.WORKLOAD_UID, ""), worker):
+                if self.races is not None and self.races.owns(labels.get(L.WORKLOAD_UID, ""), worker):
                     continue  # a copy of a race in progress (allAtOnce / incremental)
                 out.append((adapter, obj))
         return out
 
     async def collect(self, worker: str) -> int:
-        svc = self.service
+        svc = self.rt
         client = svc.clients.get(worker)
         cap = svc.capacities.get(worker)
         if client is None or cap is None or cap.health != "Ready":
@@ -111,12 +114,12 @@ class GarbageCollector:
         return len(records)
 
     async def run(self) -> None:
-        interval = self.service.policy.gc_interval
+        interval = self.rt.policy.gc_interval
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._event.wait(), interval)
             self._event.clear()
-            workers = set(self._requested) or set(self.service.views)
+            workers = set(self._requested) or set(self.rt.views)
             self._requested.clear()
             for worker in sorted(workers):
                 try:

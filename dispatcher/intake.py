@@ -19,17 +19,19 @@ from typing import Any
 
 from . import labels as L
 from .adapters.base import Adapter
+from .config import KubeconfigRef
 from .events import EventRecorder
-from .kube.client import ClusterClient
+from .kube.client import ClusterClient, KubeError, Resource
 from .kube.informer import Informer
 from .placement.hami.webhook import hami_problem
 from .resources import InvalidRequest
 from .store.models import Workload, WorkloadState
 from .store.repo import NewWorkload, Repo
 
-__all__ = ["Intake", "parse_cluster_selector"]
+__all__ = ["PRIORITY_CLASSES", "Intake", "check_manager_access", "parse_cluster_selector"]
 
 log = logging.getLogger("dispatcher.intake")
+PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", False)
 Obj = dict[str, Any]
 
 
@@ -70,6 +72,14 @@ class PriorityResolver:
             return self.values[name]
         return template_priority or 0
 
+    def on_event(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        """The informer on the manager's WorkloadPriorityClasses."""
+        name = (obj.get("metadata") or {}).get("name")
+        if name and kind == "DELETED":
+            self.values.pop(name, None)
+        elif name:
+            self.values[name] = int(obj.get("value") or 0)
+
 
 class Intake:
     def __init__(
@@ -98,6 +108,7 @@ class Intake:
         self.on_changed = on_changed
         self.priorities = priorities
         self.informers: list[Informer] = []
+        self.priority_informer: Informer | None = None
         self._queue: asyncio.Queue[NewWorkload] = asyncio.Queue()
         self._known: set[str] = set()
         self._task: asyncio.Task[None] | None = None
@@ -141,6 +152,9 @@ class Intake:
         return self._origin.get((obj.get("metadata") or {}).get("uid", ""))
 
     def start(self) -> None:
+        # The priority values the manager's WorkloadPriorityClasses give (read by every workload taken in).
+        self.priority_informer = Informer(self.manager, PRIORITY_CLASSES, self.priorities.on_event)
+        self.priority_informer.start()
         for adapter in self.adapters.values():
             inf = Informer(
                 self.manager,
@@ -153,7 +167,14 @@ class Intake:
         if self.active:
             self._task = asyncio.create_task(self._writer(), name="intake-writer")
 
+    def rejection(self) -> str | None:
+        """Why the manager refuses the dispatcher now (401/403 on these informers), if it does."""
+        informers = [*self.informers, *([self.priority_informer] if self.priority_informer is not None else [])]
+        return next((inf.rejected.rejection() for inf in informers if inf.rejected is not None), None)
+
     async def stop(self) -> None:
+        if self.priority_informer is not None:
+            await self.priority_informer.stop()
         for inf in self.informers:
             await inf.stop()
         if self._task is not None:
@@ -279,3 +300,26 @@ class Intake:
             self.taken += len(rows)
             if rows:
                 self.on_new(rows)
+
+
+async def check_manager_access(manager: ClusterClient, adapters: Sequence[Adapter], ref: KubeconfigRef) -> None:
+    """Fail the start when the manager refuses the dispatcher's credentials or rights: a dispatcher that can
+    never list Jobs would otherwise start, report ready and take nothing. (An unreachable manager is not an
+    error here: it may come up later, and the informers keep trying.)"""
+    jobs = next((a.resource for a in adapters if a.kind == "Job"), adapters[0].resource)
+    try:
+        await manager.list(jobs, limit=1)
+    except KubeError as exc:
+        if not exc.rejected:
+            log.warning("the manager does not answer yet (%s); the dispatcher keeps trying", exc)
+            return
+        hint = (
+            "check the credentials of that kubeconfig"
+            if exc.code == 401
+            else "grant the dispatcher its RBAC on the manager (deploy/rbac.yaml)"
+        )
+        raise KubeError(
+            exc.code,
+            exc.reason,
+            f"the manager ({ref.describe()}) refuses the dispatcher: {exc.rejection()}; {hint}",
+        ) from None

@@ -1,173 +1,125 @@
-"""The mirror: the remote copy of a manager workload on the chosen worker, created and deleted safely.
+"""The mirror step: the chosen worker gets the suspended copy of the manager object (Placing -> Placed), and copies
+are deleted safely when a workload moves, finishes or is cancelled.
 
-A copy has the manager object's namespace and name, keeps its queue-name label, drops
-``spec.managedBy`` and is created suspended so the worker's Kueue admits it. Labels tie it to its
-origin: the manager (``origin``), the workload uid and the placement generation; the placement id is
-an annotation. Those labels are what makes every step idempotent:
-
-- creating again after a crash is harmless: an AlreadyExists whose object carries our workload uid
-  and generation is success (the object's uid is adopted);
-- an AlreadyExists for anything else (a user's own Job of that name, an older generation being
-  deleted) is a rejection of this worker for this workload, never an overwrite;
-- deletes carry a uid precondition, so a newer copy of the same name is never deleted by mistake.
+The intent is in SQL before anything is created (the placement step wrote it), and every call here is idempotent
+(:mod:`.copies`: an AlreadyExists of our own copy is success; deletes carry a uid precondition), so a crash at any
+line is resumed by running the step again. A copy the worker refuses for good moves the workload elsewhere; a
+manager object deleted meanwhile cancels it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from dataclasses import dataclass
-from typing import Any
+import time
+from typing import TYPE_CHECKING
 
-from . import labels as L
-from .adapters.base import Adapter
-from .kube.client import ClusterClient, KubeError, Resource
+from .copies import create_copy
+from .kube.client import KubeError
+from .live import Live
+from .placement.engine import Decision
+from .runtime import Runtime
+from .store.models import PlacementState, WorkloadState, utcnow
+from .store.repo import Transition
 
-__all__ = ["MirrorResult", "copy_labels", "create_copy", "delete_copy", "gate_pod_templates", "is_our_copy"]
+if TYPE_CHECKING:
+    from .finish import Finish
+    from .gc import GarbageCollector
+    from .requeue import Requeue
+
+__all__ = ["Mirror"]
 
 log = logging.getLogger("dispatcher.mirror")
-Obj = dict[str, Any]
-
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 
 
-@dataclass(frozen=True)
-class MirrorResult:
-    ok: bool
-    remote_uid: str | None = None
-    error: str = ""
-    #: The worker will not take this copy however often we try (validation, a foreign object of that name).
-    permanent: bool = False
+class Mirror:
+    """Creates copies (Placing -> Placed), retrying transient errors while the placement stands."""
 
+    def __init__(self, rt: Runtime, requeue: Requeue, finish: Finish, gc: GarbageCollector) -> None:
+        self.rt = rt
+        self.requeue = requeue
+        self.finish = finish
+        self.gc = gc
 
-def copy_labels(origin: str, workload_uid: str, generation: int) -> dict[str, str]:
-    return {L.ORIGIN: origin, L.WORKLOAD_UID: workload_uid, L.GENERATION: str(generation)}
-
-
-def gate_pod_templates(body: Obj, origin: str, workload_uid: str, generation: int) -> int:
-    """Put :data:`~.labels.RACE_GATE` on every pod template in ``body`` (any kind: a template is a mapping whose
-    ``spec`` has ``containers``), with labels naming the workload and generation. Returns how many."""
-    found = 0
-
-    def walk(node: Any) -> None:
-        nonlocal found
-        if isinstance(node, list):
-            for item in node:
-                walk(item)
-            return
-        if not isinstance(node, dict):
-            return
-        spec = node.get("spec")
-        if "template" not in node and isinstance(spec, dict) and isinstance(spec.get("containers"), list):
-            meta = node.setdefault("metadata", {})
-            labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-            meta["labels"] = {
-                **labels,
-                L.RACE_GATE: origin,
-                L.WORKLOAD_UID: workload_uid,
-                L.GENERATION: str(generation),
-            }
-            gates = [g for g in spec.get("schedulingGates") or [] if g.get("name") != L.RACE_GATE]
-            spec["schedulingGates"] = [*gates, {"name": L.RACE_GATE}]
-            found += 1
-            return
-        for value in node.values():
-            walk(value)
-
-    walk(body.get("spec"))
-    return found
-
-
-def is_our_copy(obj: Obj, origin: str, workload_uid: str, generation: int | None = None) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    if labels.get(L.ORIGIN) != origin or labels.get(L.WORKLOAD_UID) != workload_uid:
-        return False
-    return generation is None or labels.get(L.GENERATION) == str(generation)
-
-
-async def _ensure_namespace(client: ClusterClient, namespace: str) -> None:
-    try:
-        await client.create(
-            NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-        )
-    except KubeError as exc:
-        if not exc.already_exists:
-            raise
-
-
-async def create_copy(
-    client: ClusterClient,
-    adapter: Adapter,
-    manager_obj: Obj,
-    *,
-    origin: str,
-    workload_uid: str,
-    generation: int,
-    placement_id: int,
-    create_namespace: bool,
-    gate: bool = False,
-) -> MirrorResult:
-    """Create the copy (idempotent). Transient failures raise :class:`KubeError` for the caller to retry.
-    ``gate``: a race copy, whose pods wait behind :data:`~.labels.RACE_GATE` until it has won."""
-    namespace = (manager_obj.get("metadata") or {}).get("namespace") or "default"
-    name = (manager_obj.get("metadata") or {}).get("name") or ""
-    body = adapter.remote_copy(
-        manager_obj,
-        copy_labels(origin, workload_uid, generation),
-        {L.PLACEMENT_ID: str(placement_id)},
-    )
-    if gate:
-        gate_pod_templates(body, origin, workload_uid, generation)
-    res = adapter.resource
-    try:
-        created = await client.create(res, namespace, body)
-        return MirrorResult(True, (created.get("metadata") or {}).get("uid"))
-    except KubeError as exc:
-        if exc.transient:
-            raise
-        if exc.not_found and create_namespace:
-            await _ensure_namespace(client, namespace)
+    async def create(self, live: Live, decision: Decision | None) -> None:
+        """Create ``live``'s copy on its chosen worker; then Placed, or moved elsewhere, or cancelled."""
+        rt = self.rt
+        assert rt.intake is not None and rt.manager is not None
+        cluster, generation, placement_id = live.cluster or "", live.generation, live.placement_id or 0
+        client = rt.clients[cluster]
+        adapter = rt.adapter(live)
+        delay = 0.2
+        while True:
+            if rt.stopping:
+                return
+            if live.deleted or live.generation != generation:
+                break
+            manager_obj = rt.intake.objects.get(live.uid)
+            if manager_obj is None:
+                await rt.intake.wait_synced()
+                manager_obj = rt.intake.objects.get(live.uid)
+                if manager_obj is None:
+                    live.deleted = True
+                    break
+            # HA: a deposed leader re-reads the term before creating anything (and the client's guard checks the
+            # lease deadline right before the request leaves); without leader election this is a no-op.
+            await rt.repo.check_term()
             try:
-                created = await client.create(res, namespace, body)
-            except KubeError as again:
-                if not again.not_found:
-                    raise
-                return MirrorResult(
-                    False, error=f"{client.name} does not serve {res.kind} ({res.api_version})", permanent=True
+                result = await create_copy(
+                    client,
+                    adapter,
+                    manager_obj,
+                    origin=rt.config.origin,
+                    workload_uid=live.uid,
+                    generation=generation,
+                    placement_id=placement_id,
+                    create_namespace=rt.policy.create_namespaces,
                 )
-            return MirrorResult(True, (created.get("metadata") or {}).get("uid"))
-        if exc.not_found:
-            return MirrorResult(
-                False, error=f"namespace {namespace} does not exist on {client.name} (createNamespaces is off)"
-            )
-        if exc.already_exists:
-            existing = await client.get(res, namespace, name)
-            if existing is None:  # deleted in between: try once more later
-                raise KubeError(0, "Gone", f"{res.kind} {namespace}/{name} vanished during create") from None
-            if is_our_copy(existing, origin, workload_uid, generation):
-                return MirrorResult(True, (existing.get("metadata") or {}).get("uid"))
-            if is_our_copy(existing, origin, workload_uid):
-                # An older generation of ours still being deleted: transient.
-                raise KubeError(
-                    0, "OlderCopy", f"an older copy of {namespace}/{name} is still on {client.name}"
-                ) from None
-            return MirrorResult(
-                False,
-                error=f"{res.kind} {namespace}/{name} already exists on {client.name} and is not ours",
-                permanent=True,
-            )
-        return MirrorResult(
-            False,
-            error=f"{client.name} refused the copy: {exc.code} {exc.reason}: {exc.message}",
-            permanent=exc.code in (400, 403, 422),
+            except KubeError as exc:
+                log.info("creating the copy of %s on %s failed (%s); retrying", live.key, cluster, exc)
+                if exc.reason == "OlderCopy":
+                    self.gc.request(cluster)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 15.0)
+                continue
+            if result.ok:
+                rt.copies_created += 1
+                await self._placed(live, result.remote_uid or "")
+            else:
+                rt.emit(live, "Warning", "CopyRejected", result.error)
+                live.busy = False
+                await self.requeue.move_elsewhere(live, result.error, exclude=True, rejected=True)
+                return
+            break
+        live.busy = False
+        if live.deleted:
+            live.busy = True
+            await self.finish.cancel(live)
+        else:
+            rt.mark_dirty(live.id)
+
+    async def _placed(self, live: Live, remote_uid: str) -> None:
+        rt = self.rt
+        now = utcnow()
+        t = Transition(
+            live.id,
+            live.generation,
+            {"state": WorkloadState.PLACED, "placed_at": now, "reason": None},
+            from_states=(WorkloadState.PLACING,),
+            placement_id=live.placement_id,
+            placement_values={"state": PlacementState.CREATED, "remote_uid": remote_uid, "mirrored_at": now},
+            event=("Placed", live.decision_summary or f"copy created on {live.cluster}", None),
+            cluster=live.cluster,
         )
-
-
-async def delete_copy(client: ClusterClient, res: Resource, namespace: str, name: str, uid: str | None) -> bool:
-    """Delete a copy and its pods (Background). True when gone (or never there); KubeError when unreachable."""
-    try:
-        await client.delete(res, namespace, name, propagation="Background", uid=uid)
-    except KubeError as exc:
-        if exc.code == 409 and uid:  # precondition failed: a different object of that name; ours is gone
-            return True
-        raise
-    return True
+        if not await rt.batched(t):
+            return
+        live.state = WorkloadState.PLACED
+        live.placed_at = time.monotonic()
+        live.remote_seen = False
+        rt.metrics.placed(live.cluster or "")
+        rt.metrics.observe_submit_to_placed(time.time() - live.created)
+        rt.live.set_remote(live, live.cluster, remote_uid)
+        rt.arm_admission_timer(live)
+        summary = live.decision_summary or f"placed on {live.cluster}"
+        rt.emit(live, "Normal", "Placed", summary)
+        await rt.report(live, WorkloadState.PLACED, summary, None)

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from . import labels as L
 from .capacity import PODS
+from .copies import create_copy, delete_copy
 from .kube.client import KubeError
 from .live import Live
-from .mirror import create_copy, delete_copy
 from .placement import allatonce, incremental
 from .placement.engine import Decision
 from .placement.worker import WorkerCapacity
@@ -37,7 +37,10 @@ from .store.models import Placement, PlacementState, Workload, WorkloadState, ut
 from .store.repo import RaceIntent, Transition
 
 if TYPE_CHECKING:
-    from .service import Dispatcher
+    from .finish import Finish
+    from .gc import GarbageCollector
+    from .requeue import Requeue
+    from .runtime import Runtime
 
 __all__ = ["Copy", "Race", "Races", "quota_reserved"]
 
@@ -86,8 +89,12 @@ class Race:
 class Races:
     """The races in progress of one dispatcher (leader)."""
 
-    def __init__(self, service: Dispatcher) -> None:
-        self.svc = service
+    def __init__(self, rt: Runtime, requeue: Requeue, finish: Finish, gc: GarbageCollector) -> None:
+        self.svc = rt
+        self.requeue = requeue
+        self.finish = finish
+        self.gc = gc
+        rt.on_timer["round"] = lambda live: rt.spawn(self.next_round(live.id, live.generation), live)
         self.by_workload: dict[int, Race] = {}
         self.by_remote: dict[tuple[str, str], Race] = {}
         #: Losing copies seen holding quota on their worker after the race was settled (they are deleted, never
@@ -182,7 +189,7 @@ class Races:
         adapter = svc.adapters[live.kind]
         delay = 0.2
         while True:
-            if svc._stopping:
+            if svc.stopping:
                 return
             if race.ended or live.deleted:
                 await self._close(copy, PlacementState.SUPERSEDED, "the race ended before this copy was created")
@@ -192,7 +199,7 @@ class Races:
                 await svc.intake.wait_synced()
                 manager_obj = svc.intake.objects.get(live.uid)
                 if manager_obj is None:
-                    svc._on_manager_deleted(live.uid)
+                    self.finish.manager_deleted(live.uid)
                     return
             await svc.repo.check_term()
             try:
@@ -210,7 +217,7 @@ class Races:
             except KubeError as exc:
                 log.info("creating the copy of %s on %s failed (%s); retrying", live.key, copy.cluster, exc)
                 if exc.reason == "OlderCopy":
-                    svc.gc.request(copy.cluster)
+                    self.gc.request(copy.cluster)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 15.0)
                 continue
@@ -241,7 +248,7 @@ class Races:
                 from_states=(WorkloadState.PLACING,),
                 event=("Placed", race.summary, None),
             )
-            if await svc._batched(t) and race.winner is None:
+            if await svc.batched(t) and race.winner is None:
                 live.state = WorkloadState.PLACED
                 live.placed_at = time.monotonic()
                 await svc.report(live, WorkloadState.PLACED, race.summary, None)
@@ -266,7 +273,7 @@ class Races:
         self.deleting.add(key)
         delay = 0.1
         try:
-            while not svc._stopping:
+            while not svc.stopping:
                 try:
                     await delete_copy(client, res, race.live.namespace, race.live.name, copy.remote_uid)
                     svc.copies_deleted += 1
@@ -363,9 +370,9 @@ class Races:
         live.busy = False
         if live.deleted and ok:
             live.busy = True
-            await svc._cancel(live)
+            await self.finish.cancel(live)
         elif ok:
-            svc._mark_dirty(live.id)
+            svc.mark_dirty(live.id)
 
     async def _abandon(self, race: Race, reason: str) -> None:
         """Every copy was refused: back to Pending at the next generation, the refusing workers excluded."""
@@ -392,7 +399,7 @@ class Races:
         live.busy = False
         if ok:
             live.excluded = excluded
-            svc.requeue(live, race.generation + 1)
+            self.requeue.requeue(live, race.generation + 1)
             svc.timers.add(time.monotonic() + 5.0, "requeue", live.id, live.generation)
 
     # -- the race gate on the pods ---------------------------------------------------------------------------
@@ -464,7 +471,7 @@ class Races:
         )
         await asyncio.gather(*(self._delete(race, c) for c in race.copies.values() if c.state == "created"))
         race.live.busy = True
-        await svc._cancel(race.live)
+        await self.finish.cancel(race.live)
 
     def owns(self, workload_uid: str, cluster: str) -> bool:
         """The garbage collector asks: is a copy of this workload on ``cluster`` part of a race in progress?"""

@@ -23,8 +23,8 @@ async def test_step_context_is_on_every_line_and_secrets_are_redacted(
 
         async def step() -> None:
             structlog.contextvars.bind_contextvars(workload="team-a/train", cluster="worker-2", placement=7)
-            logging.getLogger("dispatcher.mirror").warning("create failed: Authorization: Bearer abc.def-123")
-            logging.getLogger("dispatcher.mirror").info("retrying with token: s3cr3t")
+            logging.getLogger("dispatcher.copies").warning("create failed: Authorization: Bearer abc.def-123")
+            logging.getLogger("dispatcher.copies").info("retrying with token: s3cr3t")
 
         await asyncio.create_task(step())
         logging.getLogger("dispatcher.other").info("outside the step")

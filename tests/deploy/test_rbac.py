@@ -82,10 +82,10 @@ NEEDS: tuple[Need, ...] = (
     Need(MANAGER, "batch", "jobs", ("list", "watch"), "dispatcher/intake.py: label_selector=L.QUEUE_NAME,"),
     # Annotations on the manager Job; the unsuspend of a managedBy Job at remote admission (merge patches).
     Need(MANAGER, "batch", "jobs", ("patch",),
-         'dispatcher/sync.py: {"metadata": {"annotations": annotations, "labels": labels}}'),
+         'dispatcher/status.py: {"metadata": {"annotations": annotations, "labels": labels}}'),
     # The remote Job's status written to a managedBy Job's /status.
     Need(MANAGER, "batch", "jobs/status", ("patch",),
-         'dispatcher/sync.py: {"status": patch}, subresource="status")'),
+         'dispatcher/status.py: {"status": patch}, subresource="status")'),
     # The same for the other job kinds: their informers run (list, watch); the writes only with such objects.
     *(
         need
@@ -93,17 +93,17 @@ NEEDS: tuple[Need, ...] = (
         for need in (
             Need(MANAGER, g, plural, ("list", "watch"), "dispatcher/intake.py: label_selector=L.QUEUE_NAME,"),
             Need(MANAGER, g, plural, ("patch",),
-                 'dispatcher/sync.py: {"metadata": {"annotations": annotations, "labels": labels}}',
+                 'dispatcher/status.py: {"metadata": {"annotations": annotations, "labels": labels}}',
                  audit=ONLY_JOBS),
             Need(MANAGER, g, f"{plural}/status", ("patch",),
-                 'dispatcher/sync.py: {"status": patch}, subresource="status")', audit=ONLY_JOBS),
+                 'dispatcher/status.py: {"status": patch}, subresource="status")', audit=ONLY_JOBS),
         )
     ),
     # Events about manager Jobs, in each Job's namespace (repeats are counted in memory, never updated).
     Need(MANAGER, "", "events", ("create",), "dispatcher/events.py: await self.client.create(EVENTS,"),
     # WorkloadPriorityClass values for kueue.x-k8s.io/priority-class.
     Need(MANAGER, K, "workloadpriorityclasses", ("list", "watch"),
-         "dispatcher/service.py: Informer(self.manager, PRIORITY_CLASSES,"),
+         "dispatcher/intake.py: Informer(self.manager, PRIORITY_CLASSES,"),
     # Worker kubeconfigs given by secretRef, read once at start, by name.
     Need(MANAGER, "", "secrets", ("get",),
          "dispatcher/kube/client.py: await manager.get(secrets, ref.secret_namespace,",
@@ -119,13 +119,13 @@ NEEDS: tuple[Need, ...] = (
     # -- worker -----------------------------------------------------------------------------------------------
     # The suspended copy; read back when the create answers AlreadyExists (ours after a crash, or a clash).
     Need(WORKER, "batch", "jobs", ("create",),
-         "dispatcher/mirror.py: created = await client.create(res, namespace, body)"),
-    Need(WORKER, "batch", "jobs", ("get",), "dispatcher/mirror.py: existing = await client.get(res, namespace, name)"),
+         "dispatcher/copies.py: created = await client.create(res, namespace, body)"),
+    Need(WORKER, "batch", "jobs", ("get",), "dispatcher/copies.py: existing = await client.get(res, namespace, name)"),
     # Copies deleted after the retention, on an admission timeout, by the GC, and by fencing.
-    Need(WORKER, "batch", "jobs", ("delete",), "dispatcher/mirror.py: await client.delete(res, namespace, name,"),
+    Need(WORKER, "batch", "jobs", ("delete",), "dispatcher/copies.py: await client.delete(res, namespace, name,"),
     # A priority-class change on the manager object, followed by the copy (its label).
     Need(WORKER, "batch", "jobs", ("patch",),
-         "dispatcher/service.py: await self.clients[cluster].patch(adapter.resource, live.namespace, live.name, patch)",
+         "dispatcher/sync.py: await self.rt.clients[cluster].patch(adapter.resource, live.namespace, live.name, patch)",
          audit=PRIORITY_AUDIT),
     # The informer on our copies (origin label), and fencing's list of them.
     Need(WORKER, "batch", "jobs", ("list", "watch"),
@@ -136,20 +136,20 @@ NEEDS: tuple[Need, ...] = (
         for g, plural in CRD_KINDS
         for need in (
             Need(WORKER, g, plural, ("create",),
-                 "dispatcher/mirror.py: created = await client.create(res, namespace, body)", audit=ONLY_JOBS),
+                 "dispatcher/copies.py: created = await client.create(res, namespace, body)", audit=ONLY_JOBS),
             Need(WORKER, g, plural, ("get",),
-                 "dispatcher/mirror.py: existing = await client.get(res, namespace, name)", audit=ONLY_JOBS),
+                 "dispatcher/copies.py: existing = await client.get(res, namespace, name)", audit=ONLY_JOBS),
             Need(WORKER, g, plural, ("delete",),
-                 "dispatcher/mirror.py: await client.delete(res, namespace, name,", audit=ONLY_JOBS),
+                 "dispatcher/copies.py: await client.delete(res, namespace, name,", audit=ONLY_JOBS),
             Need(WORKER, g, plural, ("patch",),
-                 "dispatcher/service.py: await self.clients[cluster].patch(adapter.resource, live.namespace,",
+                 "dispatcher/sync.py: await self.rt.clients[cluster].patch(adapter.resource, live.namespace,",
                  audit=ONLY_JOBS),
             Need(WORKER, g, plural, ("list", "watch"),
                  'dispatcher/capacity.py: label_selector=f"{L.ORIGIN}={self.origin}",'),
         )
     ),
     # The Job's namespace when it is missing (policy.createNamespaces).
-    Need(WORKER, "", "namespaces", ("create",), "dispatcher/mirror.py: NAMESPACES, None,",
+    Need(WORKER, "", "namespaces", ("create",), "dispatcher/copies.py: NAMESPACES, None,",
          audit="a copy goes only where the worker has the LocalQueue, so its namespace exists: the create "
          "answers NotFound only in a race with a namespace being deleted"),
     # Node sizes and HAMi's GPU registration; HAMi's allocations on pods (once a node shows HAMi).

@@ -9,7 +9,7 @@ import pytest
 from dispatcher import labels as L
 from dispatcher.adapters.jobset import JobSetAdapter
 from dispatcher.config import Policy
-from dispatcher.mirror import gate_pod_templates
+from dispatcher.copies import gate_pod_templates
 from dispatcher.placement import allatonce, incremental
 from dispatcher.placement.engine import Decision, PlacementEngine
 from dispatcher.placement.verdicts import Verdict

@@ -12,12 +12,13 @@ import time
 from typing import Any
 
 from dispatcher.config import DispatcherConfig, KubeconfigRef, WorkerConfig
+from dispatcher.copies import copy_labels
 from dispatcher.live import Live
-from dispatcher.mirror import copy_labels
-from dispatcher.service import MISSING_GRACE, UNSEEN_GRACE, Dispatcher
+from dispatcher.service import Dispatcher
 from dispatcher.store.engine import make_engine
 from dispatcher.store.models import WorkloadState
 from dispatcher.store.repo import Repo
+from dispatcher.sync import MISSING_GRACE, UNSEEN_GRACE
 
 Obj = dict[str, Any]
 
@@ -107,37 +108,37 @@ async def test_a_missing_copy_is_confirmed_with_the_worker_before_it_is_placed_a
     async def move_elsewhere(live: Live, reason: str, **_: Any) -> None:
         moved.append(reason)
 
-    dispatcher._move_elsewhere = move_elsewhere  # type: ignore[method-assign]
+    dispatcher.requeue.move_elsewhere = move_elsewhere  # type: ignore[method-assign]
     view, client = StubView(), StubClient()
     dispatcher.views["worker-1"] = view  # type: ignore[assignment]
     dispatcher.clients["worker-1"] = client  # type: ignore[assignment]
 
     # Just created, not shown yet: nothing is asked, but a look is scheduled for when the grace is over.
     fresh = _live(placed_at=time.monotonic())
-    assert dispatcher._observe(fresh) is None
+    assert dispatcher.sync.observe_live(fresh) is None
     assert client.gets == 0 and not fresh.busy
-    [(at, _seq, kind, wid, _gen)] = dispatcher.timers._heap
+    [(at, _seq, kind, wid, _gen)] = dispatcher.rt.timers._heap
     assert kind == "resync" and wid == fresh.id and at >= fresh.placed_at + UNSEEN_GRACE
 
     # Never shown long after its creation, but the worker has it (its watch lags): kept.
     old = _live(placed_at=time.monotonic() - 2 * UNSEEN_GRACE)
     client.objects[(old.namespace, old.name)] = _copy(old, config.origin)
-    dispatcher._observe(old)
+    dispatcher.sync.observe_live(old)
     await _settle(moved, client, 1)
     assert moved == [] and not old.busy and client.gets == 1
 
     # Shown, then gone from the cache just after creation (within the grace): looked at again later, not now.
     seen = _live(placed_at=time.monotonic())
     view.jobs[(seen.namespace, seen.name)] = _copy(seen, config.origin)
-    dispatcher._observe(seen)
+    dispatcher.sync.observe_live(seen)
     assert seen.remote_seen
     view.jobs.clear()
     client.objects.clear()
-    assert dispatcher._observe(seen) is None
+    assert dispatcher.sync.observe_live(seen) is None
     assert client.gets == 1 and moved == []
     # The grace is over: the worker says it is gone, so the workload is placed again.
     seen.placed_at -= 2 * MISSING_GRACE
-    dispatcher._observe(seen)
+    dispatcher.sync.observe_live(seen)
     await _settle(moved, client, 2)
     assert seen.busy and moved == [f"the copy on {seen.cluster} disappeared"]
     await engine.dispose()

@@ -46,7 +46,7 @@ async def test_a_finished_record_is_deleted_after_retention_and_its_job_never_ru
         await r.dispatcher.start()
         await r.submit(job("after", seconds=1))
         await r.wait_state("team-a", "after", WorkloadState.SUCCEEDED, timeout=90)
-        assert r.dispatcher.intake is not None and r.dispatcher.intake.ignored >= 1
+        assert r.dispatcher.rt.intake is not None and r.dispatcher.rt.intake.ignored >= 1
         assert await r.row("team-a", "short") is None, "a finished Job was taken in again after its record went"
         copies = await r.copies("team-a", "short")
         assert copies == {}, f"a finished Job ran again: {copies}"

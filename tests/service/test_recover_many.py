@@ -1,5 +1,5 @@
 """Recovering a large open state: every workload queued, the cyclic GC on again afterwards (it is paused for the
-load and the loaded state frozen out of its reach, see ``Dispatcher._recover``)."""
+load and the loaded state frozen out of its reach, see ``Recovery.recover``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 from dispatcher.config import DispatcherConfig, KubeconfigRef, WorkerConfig
-from dispatcher.service import FREEZE_AFTER_RECOVERING, Dispatcher
+from dispatcher.recovery import FREEZE_AFTER_RECOVERING
+from dispatcher.service import Dispatcher
 from dispatcher.store.models import Placement, Workload, WorkloadState
 
 
@@ -49,7 +50,7 @@ async def test_a_large_recovery_queues_everything_and_leaves_the_gc_on() -> None
     config = DispatcherConfig(manager=kube, workers=(WorkerConfig("worker-1", kube),))
     dispatcher = Dispatcher(config, StubRepo([_row(i) for i in range(n)]))  # type: ignore[arg-type]
     assert gc.isenabled()
-    await dispatcher._recover()
+    await dispatcher.recovery.recover()
     assert gc.isenabled()
-    assert len(dispatcher.live) == n and len(dispatcher.queue) == n
+    assert len(dispatcher.live) == n and len(dispatcher.rt.queue) == n
     assert gc.get_freeze_count() > n  # the recovered records are out of the collector's walks

@@ -83,7 +83,7 @@ async def test_all_at_once_both_admit_exactly_one_copy_survives_and_runs(tmp_pat
         assert text is not None
         assert "Strategy allAtOnce: copies on worker-1, worker-2" in text
         assert f"Winner: {row.cluster}" in text
-        assert rig.dispatcher.copies_created == 2 and rig.dispatcher.copies_deleted >= 1
+        assert rig.dispatcher.rt.copies_created == 2 and rig.dispatcher.rt.copies_deleted >= 1
         assert len(started[row.cluster]) == 1 and started[loser] == set(), "a pod started only on the winner"
     finally:
         for inf in informers:
