@@ -277,6 +277,10 @@ class Nominator:
             # MultiKueue set its check to Retry; Kueue evicts next. Its message says why (kept for the record).
             self.retry_note[row.uid] = str((mw.check or {}).get("message") or "")
             return False
+        if phase == Phase.EVICTING:
+            if row.state in (WorkloadState.ADMITTED, WorkloadState.PLACED):
+                await self._requeued(mw, row)
+            return False
         # Queued or Dispatching. Kueue cleared the cluster and the nominations if it evicted the Workload since the
         # last assignment or nomination: its quota released (Queued), or reserved again (a new reservation time).
         evicted = row.state == WorkloadState.ADMITTED or (
@@ -313,8 +317,10 @@ class Nominator:
         if ours and not ours <= nominated:
             # Recorded but not (yet) on the Workload: a crash or a conflict between the two; converge.
             return self._write(mw, row, [*mw.nominated, *(c for c in row.nominations if c not in nominated)])
-        if nominated - ours and not ours:
-            log.warning("%s/%s: nominated by someone else (%s); leaving it", mw.namespace, mw.name, sorted(nominated))
+        if nominated and not ours:
+            # On the Workload but not in SQL at this generation: written by an earlier process before its record
+            # (or by hand). Adopted as they are; the admission timeout applies to them as to any nomination.
+            await self._adopt(mw, row)
             return None
         now = time.monotonic()
         if ours and not all(self._spent(row.uid, c, now) for c in ours):
@@ -361,6 +367,19 @@ class Nominator:
         if decision.chosen is not None and decision.chosen.cluster == names[0]:
             self.engine.reserve(decision, {w.name: w for w in self.workers()})
         return self._write(mw, row, [*mw.nominated, *names])
+
+    async def _adopt(self, mw: ManagerWorkload, row: NativeRow) -> None:
+        names = list(mw.nominated)
+        summary = f"adopted the nominations already on the Workload ({', '.join(names)})"
+        decision: Obj = {"strategy": NATIVE_STRATEGY, "summary": summary, "workers": [], "nominated": names}
+        decision["cycle"] = mw.cycle
+        placed = await self.records.nominate(row, names, decision, summary, {})
+        if placed is not None:
+            row.state, row.cycle = WorkloadState.PLACED, mw.cycle
+            row.nominations.update(placed)
+            now = time.monotonic()
+            for name in names:
+                self.nominated_at[(row.uid, name)] = now
 
     def _decide(self, mw: ManagerWorkload, row: NativeRow, exclude: set[str]) -> Decision:
         excluded = set(row.excluded) | exclude

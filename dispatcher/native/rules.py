@@ -91,6 +91,9 @@ class Phase:
     DISPATCHING = "Dispatching"
     #: Quota reserved, check in Retry: MultiKueue is about to evict it (worker lost, or evicted on the worker).
     RETRYING = "Retrying"
+    #: Evicted, its quota not yet released: Kueue cleared cluster and nominations and will requeue it (a
+    #: nomination now would outlive the eviction: Kueue keeps the nominations when it releases the quota).
+    EVICTING = "Evicting"
     #: ``clusterName`` set: a worker admitted MultiKueue's copy.
     ASSIGNED = "Assigned"
     FINISHED = "Finished"
@@ -216,6 +219,8 @@ class ManagerWorkload:
             return Phase.ASSIGNED
         if not _true(self.obj, "QuotaReserved"):
             return Phase.QUEUED
+        if _true(self.obj, "Evicted"):
+            return Phase.EVICTING
         if check.get("state") == "Pending":
             return Phase.DISPATCHING
         return Phase.RETRYING

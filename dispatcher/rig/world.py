@@ -162,7 +162,8 @@ class RealWorld:
                     "context": w.name,
                     "labels": {"gpu": "true" if w.plan.gpu else "false", "zone": f"zone-{(i % 3) + 1}"},
                     # Each worker runs `dispatcher agent` (deploy/worker/agent/'s identity): exactly-once failover.
-                    "fencing": "agent",
+                    # MultiKueue's copies are its own: as its external dispatcher, failover is MultiKueue's.
+                    "fencing": "none" if self.flavour == "external" else "agent",
                 }
                 for i, w in enumerate(self.workers)
             ],

@@ -167,7 +167,10 @@ class NativeRecords:
                         "ended_at": now,
                     }
                 )
-                await s.execute(update(Placement).where(Placement.id == pid).values(**values))
+                stmt = update(Placement).where(Placement.id == pid)
+                if c != cluster:  # a nominee that timed out keeps that outcome
+                    stmt = stmt.where(Placement.state.in_(list(PlacementState.OPEN)))
+                await s.execute(stmt.values(**values))
             if cluster not in row.nominations:  # nominated by someone else, e.g. before this dispatcher ran
                 s.add(
                     Placement(
