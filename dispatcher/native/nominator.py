@@ -277,12 +277,8 @@ class Nominator:
             # MultiKueue set its check to Retry; Kueue evicts next. Its message says why (kept for the record).
             self.retry_note[row.uid] = str((mw.check or {}).get("message") or "")
             return False
-        if phase == Phase.EVICTING:
-            if row.state in (WorkloadState.ADMITTED, WorkloadState.PLACED):
-                await self._requeued(mw, row)
-            return False
         # Queued or Dispatching. Kueue cleared the cluster and the nominations if it evicted the Workload since the
-        # last assignment or nomination: its quota released (Queued), or reserved again (a new reservation time).
+        # last assignment or nomination: its quota released (Queued), or a new admission cycle (rules.cycle).
         evicted = row.state == WorkloadState.ADMITTED or (
             row.state == WorkloadState.PLACED and (phase == Phase.QUEUED or (bool(row.cycle) and mw.cycle != row.cycle))
         )

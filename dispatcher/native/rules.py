@@ -91,9 +91,7 @@ class Phase:
     DISPATCHING = "Dispatching"
     #: Quota reserved, check in Retry: MultiKueue is about to evict it (worker lost, or evicted on the worker).
     RETRYING = "Retrying"
-    #: Evicted, its quota not yet released: Kueue cleared cluster and nominations and will requeue it (a
-    #: nomination now would outlive the eviction: Kueue keeps the nominations when it releases the quota).
-    EVICTING = "Evicting"
+
     #: ``clusterName`` set: a worker admitted MultiKueue's copy.
     ASSIGNED = "Assigned"
     FINISHED = "Finished"
@@ -219,18 +217,22 @@ class ManagerWorkload:
             return Phase.ASSIGNED
         if not _true(self.obj, "QuotaReserved"):
             return Phase.QUEUED
-        if _true(self.obj, "Evicted"):
-            return Phase.EVICTING
         if check.get("state") == "Pending":
             return Phase.DISPATCHING
         return Phase.RETRYING
 
     @property
     def cycle(self) -> str:
-        """When the manager's quota was last reserved (the QuotaReserved condition's time): a new value means the
-        Workload was evicted and admitted again, whatever else Kueue cleared meanwhile."""
+        """This admission on the manager: when its quota was reserved and, once evicted, when. A new value means
+        Kueue evicted the Workload since (and cleared cluster and nominations), whether or not it released the
+        quota: a manager batch/v1 Job that MultiKueue already synced as started cannot be stopped (Kueue's restore of
+        its pod template fails, the template being immutable then), so its eviction never releases the quota and
+        MultiKueue dispatches it again within the same reservation (seen on the real rig, Kueue v0.17.0)."""
         c = _condition(self.obj, "QuotaReserved")
-        return str(c.get("lastTransitionTime", "")) if c is not None and c.get("status") == "True" else ""
+        if c is None or c.get("status") != "True":
+            return ""
+        evicted = self.evicted
+        return f"{c.get('lastTransitionTime', '')}|{evicted.get('lastTransitionTime', '') if evicted else ''}"
 
     @property
     def priority(self) -> int:

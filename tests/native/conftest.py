@@ -11,10 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from realrig import RealRig, RealRigError, start_real_rig  # noqa: E402
-
-#: MultiKueue's workerLostTimeout and the dispatcher's lostTimeout on the test rig (short: a failover test waits it).
-LOST_TIMEOUT = 20
+from nativebuild import LOST_TIMEOUT
+from realrig import RealRig, RealRigError, start_real_rig
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +27,9 @@ def kueue_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealRig]:
             extra=("--manager-kueue", "external", "--worker-lost-timeout", str(LOST_TIMEOUT)),
         )
     except (RealRigError, OSError) as exc:
-        pytest.fail(f"the real rig did not start: {exc}\n(build the components with `bash rig/build.sh`)", pytrace=False)
+        pytest.fail(
+            f"the real rig did not start: {exc}\n(build the components with `bash rig/build.sh`)", pytrace=False
+        )
     try:
         yield rig
     finally:

@@ -6,6 +6,8 @@ import copy
 from typing import Any
 
 Obj = dict[str, Any]
+#: MultiKueue's workerLostTimeout and the dispatcher's lostTimeout on the test rig (short: a failover test waits it).
+LOST_TIMEOUT = 20
 T0 = "2026-01-01T10:00:00Z"
 T1 = "2026-01-01T10:05:00Z"
 
@@ -30,9 +32,7 @@ def workload(
     ``reserved``: the QuotaReserved condition's time (None: no quota reserved)."""
     conditions: list[Obj] = []
     status: Obj = {
-        "admissionChecks": [
-            {"name": "multikueue", "state": check, "message": check_message, "lastTransitionTime": T0}
-        ],
+        "admissionChecks": [{"name": "multikueue", "state": check, "message": check_message, "lastTransitionTime": T0}],
     }
     if reserved is not None:
         status["admission"] = {
@@ -101,9 +101,7 @@ def workload(
                     "template": {
                         "spec": {
                             "restartPolicy": "Never",
-                            "containers": [
-                                {"name": "main", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
-                            ],
+                            "containers": [{"name": "main", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
                         }
                     },
                 }

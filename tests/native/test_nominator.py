@@ -71,7 +71,10 @@ def _worker(name: str, cpu: str, weight: float = 1.0) -> WorkerCapacity:
         }
     )
     w.set_local_queue({"metadata": {"name": "user-queue", "namespace": "team-a"}, "spec": {"clusterQueue": "team-a"}})
-    w.node_event("ADDED", {"metadata": {"name": f"{name}-n"}, "spec": {}, "status": {"allocatable": {"cpu": "16", "memory": "64Gi"}}})
+    w.node_event(
+        "ADDED",
+        {"metadata": {"name": f"{name}-n"}, "spec": {}, "status": {"allocatable": {"cpu": "16", "memory": "64Gi"}}},
+    )
     w.health, w.synced = "Ready", True
     return w
 
@@ -120,7 +123,7 @@ async def _see(nom: Nominator, obj: Obj) -> None:
 async def test_nominates_the_best_worker_as_kueues_admission_and_records_why(setup: Setup) -> None:
     nom, manager, events, workers, repo, _ = setup
     await _see(nom, workload())
-    [(name, body, kw)] = manager.patches
+    [(_name, body, kw)] = manager.patches
     assert kw == {
         "patch_type": "apply",
         "subresource": "status",
@@ -152,13 +155,12 @@ async def test_an_eviction_on_the_worker_renominates_elsewhere_in_a_new_generati
     nom, manager, _, _, repo, _ = setup
     await _see(nom, workload())
     await _see(nom, workload(check="Ready", cluster="worker-1", rv="101"))
-    # MultiKueue: the copy was evicted on worker-1 (Retry), Kueue evicts (clears both fields), releases the quota.
+    # MultiKueue: the copy was evicted on worker-1 (Retry).
     note = 'Workload evicted on worker cluster: "worker-1", resetting for re-admission. Previously: "Ready"'
     await _see(nom, workload(check="Retry", cluster="worker-1", check_message=note, rv="102"))
+    # Kueue evicts: clears cluster and nominations, resets the check to Pending; with a batch/v1 Job the manager's
+    # quota stays reserved (its stop fails, see rules.cycle), so the nomination must come now, as Kueue's does.
     await _see(nom, workload(evicted=True, rv="103"))
-    assert len(manager.patches) == 1  # never nominated while the eviction is in progress
-    await _see(nom, workload(reserved=None, rv="104"))
-    await _see(nom, workload(reserved=T1, rv="105"))  # quota reserved again: a new cycle
     assert manager.last_nominations() == ["worker-2"]  # worker-1 evicted it: excluded this time
     row = await repo.get_workload("team-a", "train")
     assert row is not None and row.generation == 2 and row.state == WorkloadState.PLACED
@@ -198,8 +200,10 @@ async def test_a_lost_nominee_gets_company_at_once(setup: Setup) -> None:
 
 
 async def test_nothing_is_nominated_while_kueue_names_another_dispatcher(setup: Setup) -> None:
-    nom, manager, _, _, repo, _ = setup
-    nom.set_refusal("the manager's Kueue has multiKueue.dispatcherName 'kueue.x-k8s.io/multikueue-dispatcher-all-at-once'")
+    nom, manager, _, _, _repo, _ = setup
+    nom.set_refusal(
+        "the manager's Kueue has multiKueue.dispatcherName 'kueue.x-k8s.io/multikueue-dispatcher-all-at-once'"
+    )
     await _see(nom, workload())
     assert manager.patches == []
     nom.set_refusal(None)
@@ -237,9 +241,25 @@ async def test_no_worker_fits_keeps_the_reasons_and_decides_again_when_capacity_
         }
     )
     workers["worker-1"].node_event(
-        "MODIFIED", {"metadata": {"name": "worker-1-n"}, "spec": {}, "status": {"allocatable": {"cpu": "32", "memory": "64Gi"}}}
+        "MODIFIED",
+        {"metadata": {"name": "worker-1-n"}, "spec": {}, "status": {"allocatable": {"cpu": "32", "memory": "64Gi"}}},
     )
     nom.on_capacity("worker-1")
     batch, nom._dirty = set(nom._dirty), set()
     await nom._round(batch)
     assert manager.last_nominations() == ["worker-1"]
+
+
+async def test_an_eviction_that_releases_the_quota_keeps_the_nomination_made_meanwhile(setup: Setup) -> None:
+    nom, manager, _, _, repo, _ = setup
+    await _see(nom, workload())
+    await _see(nom, workload(check="Ready", cluster="worker-1", rv="101"))
+    await _see(nom, workload(evicted=True, rv="102"))
+    assert manager.last_nominations() == ["worker-1"]
+    # Kueue released the quota (the nomination survives: Kueue clears it only with an eviction) and reserves again.
+    await _see(nom, workload(reserved=None, nominated=["worker-1"], rv="103"))
+    await _see(nom, workload(reserved=T1, nominated=["worker-1"], rv="104"))
+    assert len(manager.patches) == 2  # adopted, not written again
+    row = await repo.get_workload("team-a", "train")
+    assert row is not None and row.state == WorkloadState.PLACED and row.generation == 3
+    assert "adopted" in (row.reason or "")

@@ -30,13 +30,13 @@ def test_only_multikueue_admission_checks_count() -> None:
     [
         (workload(), Phase.DISPATCHING),
         (workload(reserved=None), Phase.QUEUED),
-        (workload(evicted=True), Phase.EVICTING),
+        (workload(evicted=True), Phase.DISPATCHING),  # Kueue's own dispatchers nominate then too
         (workload(check="Retry", check_message="Reserving remote lost"), Phase.RETRYING),
         (workload(check="Ready", cluster="worker-1"), Phase.ASSIGNED),
         (workload(check="Ready", cluster="worker-1", finished="Succeeded"), Phase.FINISHED),
         (workload(check="Rejected"), Phase.OTHER),
     ],
-    ids=["dispatching", "queued", "evicting", "retrying", "assigned", "finished", "rejected"],
+    ids=["dispatching", "queued", "evicted-quota-kept", "retrying", "assigned", "finished", "rejected"],
 )
 def test_phases(obj: dict[str, object], phase: str) -> None:
     assert ManagerWorkload(obj, CHECKS).phase == phase
@@ -46,10 +46,11 @@ def test_a_workload_without_a_multikueue_check_is_not_ours() -> None:
     assert ManagerWorkload(workload(), frozenset({"other"})).phase == Phase.OTHER
 
 
-def test_a_new_quota_reservation_is_a_new_cycle() -> None:
+def test_a_new_quota_reservation_or_an_eviction_is_a_new_cycle() -> None:
     first = ManagerWorkload(workload(), CHECKS)
     again = ManagerWorkload(workload(reserved=T1), CHECKS)
-    assert first.cycle and first.cycle != again.cycle
+    evicted = ManagerWorkload(workload(evicted=True), CHECKS)
+    assert len({first.cycle, again.cycle, evicted.cycle}) == 3
     assert ManagerWorkload(workload(reserved=None), CHECKS).cycle == ""
 
 
