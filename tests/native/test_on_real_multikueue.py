@@ -240,3 +240,53 @@ async def _moved(native: Native, name: str, other: str) -> Workload | None:
     if row is not None and row.generation >= 2 and row.state in (WorkloadState.ADMITTED, WorkloadState.SUCCEEDED):
         return row if row.cluster == other else None
     return None
+
+
+@pytest.mark.timeout(420)
+async def test_the_rigs_three_multikueue_flavours_run_jobs_and_only_external_hands_over_the_nominations(
+    native: Native,
+) -> None:
+    """``POST /multikueue`` restarts the manager's Kueue with another dispatcher: Kueue's own AllAtOnce and
+    Incremental dispatchers run Jobs by themselves, and this dispatcher writes nothing meanwhile (the manager's
+    Kueue does not name it); back to ``external``, it nominates again."""
+    try:
+        for flavour in ("all-at-once", "incremental"):
+            await native.rig.post("/multikueue", {"flavour": flavour})
+            nominator = native.dispatcher.nominator
+            assert nominator is not None
+            await eventually(lambda: _refused(native), timeout=60, what="the dispatcher to stand back")
+            written = nominator.nominations_written
+            name = f"native-{flavour}"
+            await _create_when_kueue_answers(native, _job(name, seconds=1))
+            await eventually(lambda n=name: native.complete(n), timeout=120, what=f"{name} Complete under {flavour}")
+            assert nominator.nominations_written == written, f"the dispatcher nominated under {flavour}"
+            wl = await native.manager_workload(name)
+            assert wl is not None and wl["status"].get("clusterName") in WORKERS
+    finally:
+        await native.rig.post("/multikueue", {"flavour": "external"})
+    await eventually(lambda: _nominating(native), timeout=60, what="the dispatcher to nominate again")
+    await _create_when_kueue_answers(native, _job("native-back", seconds=1))
+    await eventually(lambda: native.complete("native-back"), timeout=120, what="native-back Complete")
+    row = await _in_state(native, "native-back", WorkloadState.SUCCEEDED, WorkloadState.ADMITTED)
+    assert row is not None and row.last_decision is not None and row.last_decision.get("nominated")
+
+
+async def _refused(native: Native) -> bool:
+    return bool(native.dispatcher.nominator and native.dispatcher.nominator.refusal)
+
+
+async def _nominating(native: Native) -> bool:
+    return bool(native.dispatcher.nominator and not native.dispatcher.nominator.refusal)
+
+
+async def _create_when_kueue_answers(native: Native, obj: Obj) -> None:
+    """Create a Job; Kueue's webhooks refuse it while the manager's Kueue restarts."""
+
+    async def create() -> bool:
+        try:
+            await native.manager.create(JOBS, "team-a", obj)
+        except Exception as exc:
+            return "already exists" in str(exc).lower()
+        return True
+
+    await eventually(create, timeout=90, what=f"Kueue's webhooks to admit {obj['metadata']['name']}")
