@@ -210,6 +210,8 @@ class Bench:
     # -- one configuration ----------------------------------------------------------------------------------------
 
     async def run(self, config: str) -> Obj:
+        if config in FLAVOUR:
+            await self.post("/multikueue", {"flavour": FLAVOUR[config]})
         loaded = load_config(self.dir / "rig" / "clusters.yaml")
         policy = dataclasses.replace(
             loaded.policy, admission_timeout=self.args.admission_timeout, lost_timeout=self.args.lost_timeout
@@ -217,8 +219,6 @@ class Bench:
         db = make_engine(f"sqlite+aiosqlite:///{self.dir / f'{config}.sqlite'}")
         await upgrade(db)
         dispatcher: Any = None
-        if config in FLAVOUR:
-            await self.post("/multikueue", {"flavour": FLAVOUR[config]})
         if config == "external":
             dispatcher = NativeDispatcher(dataclasses.replace(loaded, policy=policy), Repo(db))
         elif config == "standalone":
@@ -299,14 +299,20 @@ class Bench:
         job["spec"]["template"]["metadata"]["annotations"]["sim.dispatcher.io/run-seconds"] = "600"
         try:
             await _create(self.clients["manager"], JOBS, NAMESPACE, job, retries=60)
-            victim = await _until(lambda: next((k[0] for k, (j, _) in seen.reserved.items() if j == name), None), 180)
+            victim = None
+            deadline = time.monotonic() + 180
+            while victim is None and time.monotonic() < deadline:
+                victim = await self._where(name)
+                await asyncio.sleep(0.5)
             if victim is None:
                 return None
             await asyncio.sleep(2.0)
             await self.post(f"/clusters/{victim}/fault", {"mode": "stop"})
             lost = time.monotonic()
             elsewhere = await _until(
-                lambda: next((t for k, (j, t) in seen.reserved.items() if j == name and k[0] != victim), None),
+                lambda: next(
+                    (t for k, (j, t) in seen.reserved.items() if j == name and k[0] != victim and t > lost), None
+                ),
                 self.args.lost_timeout * 3 + 120,
             )
             return round(elsewhere - lost, 1) if elsewhere is not None else None
@@ -315,6 +321,21 @@ class Bench:
                 await self.post(f"/clusters/{w}/fault", {"mode": "none"})
             for inf in informers:
                 await inf.stop()
+
+    async def _where(self, job: str) -> str | None:
+        """The worker a Job runs on: its manager Workload's ``clusterName`` (MultiKueue), else the dispatcher's
+        labels on the manager Job once its copy is admitted (standalone)."""
+        manager = self.clients["manager"]
+        with contextlib.suppress(KubeError):
+            for wl in (await manager.list(WORKLOADS, NAMESPACE)).get("items") or []:
+                if any(o.get("name") == job for o in wl["metadata"].get("ownerReferences") or []):
+                    cluster = (wl.get("status") or {}).get("clusterName")
+                    if cluster:
+                        return str(cluster)
+            labels = (((await manager.get(JOBS, NAMESPACE, job)) or {}).get("metadata") or {}).get("labels") or {}
+            if labels.get("kueue-dispatcher.io/state") in ("Admitted", "Running"):
+                return str(labels.get("kueue-dispatcher.io/cluster"))
+        return None
 
     async def _clean(self) -> None:
         """Delete the run's Jobs on the manager and wait until no copy is left on any worker."""
