@@ -85,6 +85,8 @@ class Nominator:
         self.waiting: set[str] = set()
         #: MultiKueue's message when it set its check to Retry (why the coming eviction), by uid.
         self.retry_note: dict[str, str] = {}
+        #: The last "why it waits" written to SQL per uid.
+        self._said: dict[str, str] = {}
         self._dirty: set[str] = set()
         self._deleted: set[str] = set()
         self._wake = asyncio.Event()
@@ -302,6 +304,7 @@ class Nominator:
             if evicted_by:
                 row.excluded = sorted({*row.excluded, evicted_by})
             row.nominations = {}
+            self._said.pop(row.uid, None)
             self.events.emit(dict(mw.obj), "Normal", "Requeued", reason)
 
     async def _dispatch(self, mw: ManagerWorkload, row: NativeRow) -> Any:
@@ -348,6 +351,7 @@ class Nominator:
                 )
             return None
         self.waiting.discard(row.uid)
+        self._said.pop(row.uid, None)
         names = [v.cluster for v in chosen]
         explanation = self._explain(decision, names)
         explanation["cycle"] = mw.cycle
@@ -456,5 +460,6 @@ class Nominator:
         self.rows.pop(uid, None)
         self.waiting.discard(uid)
         self.retry_note.pop(uid, None)
+        self._said.pop(uid, None)
         for key in [k for k in self.nominated_at if k[0] == uid]:
             del self.nominated_at[key]
