@@ -5,6 +5,10 @@ on Kueue's own scheduler performance workload, side by side in one run.
     python bench/quality.py --time-scale 4 --json                # the baseline, time stretched 4x (2 busy cores)
     python bench/quality.py --gpu --quick --json                 # the classes as HAMi vGPU requests
     python bench/quality.py --generator my/generator.yaml --worker-factors 1,0.5 --strategies scored,allAtOnce
+    python bench/quality.py --real --quick --worker-factors 1,1,0.5 --failover --json   # real MultiKueue, one rig
+
+These runs compare with this project's *emulation* of MultiKueue's dispatchers (``policy.strategy``) on the
+simulator; ``--real`` (bench/quality_real.py) runs real MultiKueue on real components instead.
 
 The generator file has the format of Kueue's ``test/performance/scheduler/configs/*/generator.yaml`` (cohorts with
 ``count`` and ``queuesSets``; a queues set has ``count``, ``nominalQuota``, ``borrowingLimit``,
@@ -731,6 +735,10 @@ async def run(args: argparse.Namespace) -> Obj:
         gen = gen.scaled(cohorts=1, counts=args.quick_counts)
     elif args.counts != 1.0 or args.cohorts:
         gen = gen.scaled(cohorts=args.cohorts, counts=args.counts)
+    if getattr(args, "real", False):
+        import quality_real
+
+        return await quality_real.run_real(args, gen)
     out: Obj = {
         "generator": str(args.generator),
         "quick": args.quick,
@@ -772,7 +780,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=1800.0, help="give up waiting for the jobs after this")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--verbose", action="store_true", help="the dispatcher's log on stderr")
+    import quality_real  # the real-rig run (bench/quality_real.py): real MultiKueue as the peer
+
+    quality_real.add_arguments(parser)
     args = parser.parse_args(argv)
+    quality_real.check(parser, args)
     if args.time_scale is None:
         args.time_scale = 5.0 if args.quick else 1.0
     if args.time_scale <= 0:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -80,6 +81,8 @@ async def _fencing_agents(world: Any, directory: Path) -> Callable[[], Any]:
 
 def _cmd_rig_up(args: argparse.Namespace) -> int:
     if not args.real:
+        if args.manager_kueue:
+            raise UsageError("--manager-kueue needs --real: the simulator has no MultiKueue")
         return _cmd_sim_up(args)
     from .rig.up import RigError, run_rig_up
     from .rig.world import RealWorldOptions
@@ -93,7 +96,16 @@ def _cmd_rig_up(args: argparse.Namespace) -> int:
         topology = load_topology(Path(args.topology)) if args.topology else None
     except (OSError, TopologyError) as exc:
         raise UsageError(f"--topology {args.topology}: {exc}") from None
-    options = RealWorldOptions(workers=args.workers, gpu_workers=args.gpu_workers, run_seconds=args.run_seconds)
+    if args.worker_lost_timeout <= 0:
+        raise UsageError(f"--worker-lost-timeout must be positive, got {args.worker_lost_timeout:g}")
+    options = RealWorldOptions(
+        workers=args.workers,
+        gpu_workers=args.gpu_workers,
+        run_seconds=args.run_seconds,
+        manager_kueue=args.manager_kueue or "",
+        worker_lost_timeout=args.worker_lost_timeout,
+        dispatcher_name=args.dispatcher_name,
+    )
     try:
         return asyncio.run(run_rig_up(options, Path(args.dir).resolve(), bin_dir=args.bin_dir, topology=topology))
     except RigError as exc:
@@ -212,8 +224,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .store.repo import REPLICA_APPLICATION_NAME, Repo
 
     config = _load_config(args.config)
+    if args.mode:
+        config = dataclasses.replace(config, mode=args.mode)
     url = _db_url(args, config.database_url)
     election = _election(args, url)
+    if election is not None and config.mode != "standalone":
+        raise UsageError("--leader-elect is for standalone mode; in kueue-external mode run one replica")
     # Every kubeconfig the configuration names, after what the command line alone decides.
     _load_config(args.config, kubeconfigs=True)
     _setup_logging(args.log_level)
@@ -239,7 +255,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             await upgrade(engine)
         except OSError as exc:
             raise UsageError(f"cannot reach the database {redact(url)}: {exc.strerror or exc}") from None
-        dispatcher = Dispatcher(config, Repo(engine), election=election)
+        dispatcher: Any
+        if config.mode == "kueue-external":
+            from .native.run import NativeDispatcher
+
+            dispatcher = NativeDispatcher(config, Repo(engine))
+        else:
+            dispatcher = Dispatcher(config, Repo(engine), election=election)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -608,7 +630,24 @@ def build_parser() -> argparse.ArgumentParser:
     rup.add_argument("--topology", help="YAML file replacing the default nodes and Kueue objects")
     rup.add_argument("--run-seconds", type=float, default=2.0, help="default run time of a pod")
     rup.add_argument("--bin-dir", help="folder of the built components (default $DISPATCHER_RIG_BIN, else rig/.bin)")
-    rup.set_defaults(func=_cmd_rig_up, manager_kueue=False, no_fencing_agents=False)
+    rup.add_argument(
+        "--manager-kueue",
+        choices=["all-at-once", "incremental", "external"],
+        help="--real: the manager runs real Kueue with MultiKueue connected to the workers, with this dispatcher "
+        "(external: this project's, `dispatcher run --mode kueue-external`)",
+    )
+    rup.add_argument(
+        "--worker-lost-timeout",
+        type=float,
+        default=60.0,
+        help="MultiKueue's workerLostTimeout and the clusters.yaml lostTimeout, s (default %(default)s)",
+    )
+    rup.add_argument(
+        "--dispatcher-name",
+        default="kueue-dispatcher.io/scored",
+        help="--manager-kueue external: Kueue's multiKueue.dispatcherName (default %(default)s)",
+    )
+    rup.set_defaults(func=_cmd_rig_up, no_fencing_agents=False)
     rdown = rig_sub.add_parser("down", help="stop the rig of `rig up --real --dir D`; nothing is left running")
     rdown.add_argument("--dir", required=True)
     rdown.set_defaults(func=_cmd_rig_down)
@@ -621,6 +660,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--api-listen", default="127.0.0.1:8080", help="HOST:PORT of the REST API, /metrics and /healthz")
     run.add_argument("--api-tokens", help="file of 'ROLE TOKEN' lines (ROLE read or admin); or $DISPATCHER_API_TOKENS")
+    run.add_argument(
+        "--mode",
+        choices=["standalone", "kueue-external"],
+        help="standalone (default; the config's mode key): the dispatcher mirrors and syncs; kueue-external: it is "
+        "the external dispatcher of the manager's MultiKueue and only nominates workers",
+    )
     ha = run.add_argument_group(
         "leader election",
         "several replicas on one PostgreSQL: the holder of a coordination.k8s.io/v1 Lease on the "

@@ -20,10 +20,12 @@ from . import DEFAULT_CONTROLLER_NAME
 __all__ = [
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_SECRET_NAMESPACE",
+    "MODES",
     "ConfigError",
     "DispatcherConfig",
     "FencingPolicy",
     "KubeconfigRef",
+    "NativeConfig",
     "Policy",
     "ScoringWeights",
     "WorkerConfig",
@@ -181,6 +183,23 @@ class Policy:
         return not self.allowed_namespaces or namespace in self.allowed_namespaces
 
 
+#: ``mode``: the dispatcher mirrors and syncs itself (standalone), or it is MultiKueue's external dispatcher on a
+#: manager running Kueue with MultiKueue (kueue-external: it only nominates workers; README "Kueue-native mode").
+MODES = ("standalone", "kueue-external")
+DEFAULT_NATIVE_DISPATCHER = "kueue-dispatcher.io/scored"
+
+
+@dataclass(frozen=True)
+class NativeConfig:
+    """``kueueNative``: the dispatcher as MultiKueue's external dispatcher."""
+
+    #: What the manager's Kueue names in ``multiKueue.dispatcherName`` (checked against its Configuration).
+    dispatcher_name: str = DEFAULT_NATIVE_DISPATCHER
+    #: How many workers to nominate at first, best first (1: one copy; more: an ordered fallback, MultiKueue keeps
+    #: the first copy admitted).
+    nominate: int = 1
+
+
 @dataclass(frozen=True)
 class DispatcherConfig:
     manager: KubeconfigRef
@@ -190,6 +209,8 @@ class DispatcherConfig:
     #: An optional name for this dispatcher's manager, written into origin labels of remote copies.
     origin: str = "manager"
     database_url: str | None = None
+    mode: str = "standalone"
+    native: NativeConfig = field(default_factory=NativeConfig)
 
     def worker(self, name: str) -> WorkerConfig | None:
         return next((w for w in self.workers if w.name == name), None)
@@ -462,13 +483,39 @@ def _database(raw: Mapping[str, Any]) -> str | None:
     return str(_expect(database.get("url"), str, "database.url", "a SQLAlchemy URL"))
 
 
+def _native(raw: Mapping[str, Any]) -> tuple[str, NativeConfig]:
+    mode = raw.get("mode", "standalone")
+    if mode not in MODES:
+        raise ConfigError(f"mode: must be standalone or kueue-external, got {mode!r}")
+    native = raw.get("kueueNative")
+    if native is None:
+        return str(mode), NativeConfig()
+    native = _expect(native, dict, "kueueNative", "a mapping")
+    _unknown(native, {"dispatcherName", "nominate"}, "kueueNative")
+    name = native.get("dispatcherName", DEFAULT_NATIVE_DISPATCHER)
+    if not isinstance(name, str) or "/" not in name or len(name) > 63:
+        raise ConfigError(
+            "kueueNative.dispatcherName: must be a domain-prefixed path of at most 63 characters, as Kueue's "
+            f"multiKueue.dispatcherName (e.g. kueue-dispatcher.io/scored), got {name!r}"
+        )
+    nominate = native.get("nominate", 1)
+    if isinstance(nominate, bool) or not isinstance(nominate, int) or not 1 <= nominate <= 20:
+        raise ConfigError(f"kueueNative.nominate: must be an integer from 1 to 20, got {nominate!r}")
+    return str(mode), NativeConfig(dispatcher_name=name, nominate=nominate)
+
+
 def parse_config(raw: Any, *, base: Path | None = None) -> DispatcherConfig:
     """Validate a parsed ``clusters.yaml`` document. Relative kubeconfig paths resolve against ``base``. Every
     problem is reported at once (one :class:`ConfigError` listing them)."""
     base = base or Path.cwd()
     raw = _expect(raw, dict, "(top level)", "a mapping with manager, workers and policy")
     p = _Problems()
-    p.check(_unknown, raw, {"manager", "workers", "policy", "controllerName", "origin", "database"}, "")
+    p.check(
+        _unknown,
+        raw,
+        {"manager", "workers", "policy", "controllerName", "origin", "database", "mode", "kueueNative"},
+        "",
+    )
     manager = None
     if "manager" not in raw:
         p.messages.append("manager: required (the kubeconfig of the cluster users submit to)")
@@ -488,6 +535,7 @@ def parse_config(raw: Any, *, base: Path | None = None) -> DispatcherConfig:
     origin = p.check(_origin, raw, default="manager")
     db_url = p.check(_database, raw)
     policy = p.check(_policy, raw.get("policy"), default=Policy())
+    mode, native = p.check(_native, raw, default=("standalone", NativeConfig()))
     p.raise_any()
     assert manager is not None
     return DispatcherConfig(
@@ -497,6 +545,8 @@ def parse_config(raw: Any, *, base: Path | None = None) -> DispatcherConfig:
         controller_name=controller,
         origin=origin,
         database_url=db_url,
+        mode=mode,
+        native=native,
     )
 
 

@@ -74,6 +74,13 @@ def render_workload(wl: Workload) -> str:
                 f"Failover: at-least-once: {chosen} has fencing: none, so if it is cut off (alive, unreachable) its "
                 "copy may keep running while the workload runs again elsewhere"
             )
+        nominated = decision.get("nominated")
+        if decision.get("strategy") == "kueue-external" and nominated:
+            lines.append(
+                f"Nominated: {', '.join(str(n) for n in nominated)} (the manager Workload's "
+                "status.nominatedClusterNames: MultiKueue creates its copy there and keeps the first one a worker "
+                "admits, as status.clusterName)"
+            )
         copies = decision.get("copies")
         if copies:  # allAtOnce / incremental (MultiKueue's strategies)
             lines.append(f"Strategy {decision.get('strategy')}: copies on {', '.join(str(c) for c in copies)}")

@@ -153,7 +153,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         callspec = getattr(item, "callspec", None)
         on_real = callspec is not None and callspec.params.get("backend") == "real"
-        if on_real or "real_rig_session" in getattr(item, "fixturenames", ()):
+        fixtures = getattr(item, "fixturenames", ())
+        if on_real or "real_rig_session" in fixtures or "kueue_rig" in fixtures:
             REAL_TESTS.add(item.nodeid)
 
 

@@ -108,8 +108,11 @@ class RealRig:
             raise RealRigError(f"rig components outlived `rig up`: pids {left}")
 
 
-def start_real_rig(directory: Path) -> RealRig:
-    """``dispatcher rig up --real`` in a process of its own; returns once its ``ready`` file appears."""
+def start_real_rig(
+    directory: Path, *, workers: int = WORKERS, gpu_workers: int = GPU_WORKERS, extra: tuple[str, ...] = ()
+) -> RealRig:
+    """``dispatcher rig up --real`` in a process of its own; returns once its ``ready`` file appears. ``extra``:
+    more arguments of ``rig up`` (e.g. ``--manager-kueue external``)."""
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "rig-up.log"
     out = log.open("wb")
@@ -122,13 +125,14 @@ def start_real_rig(directory: Path) -> RealRig:
             "up",
             "--real",
             "--workers",
-            str(WORKERS),
+            str(workers),
             "--gpu-workers",
-            str(GPU_WORKERS),
+            str(gpu_workers),
             "--run-seconds",
             "1",
             "--dir",
             str(directory),
+            *extra,
         ],
         stdout=out,
         stderr=subprocess.STDOUT,

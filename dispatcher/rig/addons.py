@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
+from ..kube.client import Resource
 from .apply import Applier
 from .deploy import agent_identity
 from .pki import ClusterPki
@@ -29,21 +30,59 @@ from .webhooks import (
 if TYPE_CHECKING:
     from .cluster import RealCluster
 
-__all__ = ["kueue_configuration", "start_agent", "start_jobset", "start_kueue"]
+__all__ = ["kueue_configuration", "reconfigure_kueue", "start_agent", "start_jobset", "start_kueue"]
 
 Obj = dict[str, Any]
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 #: The agent's heartbeat on the rig: short, so that a test sees a stopped agent within seconds.
 AGENT_HEARTBEAT = 1.0
 
 
 def kueue_configuration(cluster: RealCluster) -> Obj:
-    worker = cluster.topology.gpu_worker if cluster.plan.gpu else cluster.topology.cpu_worker
+    """A worker's Kueue Configuration (its topology's, e.g. HAMi's transformations), or the manager's (MultiKueue)."""
+    if cluster.plan.worker:
+        worker = cluster.topology.gpu_worker if cluster.plan.gpu else cluster.topology.cpu_worker
+        extra = worker.kueue_config
+    else:
+        extra = cluster.plan.kueue_config
     return kueue_config(
         webhook_port=cluster.ports["kueue-webhook"],
         probe_port=cluster.ports["kueue-probe"],
         cert_dir=cluster.dir / "kueue-certs",
-        extra=worker.kueue_config,
+        extra=extra,
     )
+
+
+async def reconfigure_kueue(cluster: RealCluster, extra: Obj) -> None:
+    """Restart a running Kueue with ``extra`` merged into its Configuration (the file its process reads and the
+    ConfigMap the dispatcher reads), e.g. another MultiKueue dispatcher on the manager."""
+    config = kueue_config(
+        webhook_port=cluster.ports["kueue-webhook"],
+        probe_port=cluster.ports["kueue-probe"],
+        cert_dir=cluster.dir / "kueue-certs",
+        extra=extra,
+    )
+    await asyncio.to_thread((cluster.dir / "kueue-config.yaml").write_text, dump(config))
+    await cluster.client.patch(
+        CONFIGMAPS, KUEUE_NAMESPACE, KUEUE_CONFIG_NAME, {"data": {KUEUE_CONFIG_KEY: dump(config)}}
+    )
+    proc = cluster.procs["kueue"]
+    await proc.stop()
+    await proc.start()
+    probe, webhook = cluster.ports["kueue-probe"], cluster.ports["kueue-webhook"]
+
+    async def ready() -> bool:
+        async with (
+            aiohttp.ClientSession() as s,
+            s.get(f"http://127.0.0.1:{probe}/readyz", timeout=aiohttp.ClientTimeout(total=2)) as r,
+        ):
+            if r.status != 200:
+                return False
+        _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", webhook), 1.0)
+        writer.close()
+        return True
+
+    await proc.wait_ready(ready, timeout=90)
 
 
 async def start_kueue(cluster: RealCluster, applier: Applier) -> None:

@@ -67,6 +67,10 @@ class ClusterPlan:
     gpu: bool = False
     kueue: bool = False
     jobset: bool = False
+    #: On the manager: the ``multiKueue`` flavour (``all-at-once``, ``incremental``, ``external``) and the extra
+    #: Kueue Configuration that makes it a MultiKueue manager (:mod:`.multikueue`); empty without Kueue there.
+    multikueue: str = ""
+    kueue_config: Obj | None = None
 
 
 class RealCluster:
@@ -169,6 +173,7 @@ class RealCluster:
             "gpu": self.plan.gpu,
             "kueue": self.plan.kueue,
             "jobset": self.plan.jobset,
+            "multikueue": self.plan.multikueue,
             "fault": self.fault,
             "components": {n: {"pid": p.pid, "running": p.running, "paused": p.paused} for n, p in self.procs.items()},
             "logs": str(self.dir / "logs"),
@@ -319,6 +324,8 @@ class RealCluster:
     async def _bootstrap(self, applier: Applier) -> None:
         """Namespaces, CRDs and (on workers) the nodes, before any controller starts."""
         names = [*self.topology.namespaces, "dispatcher-system" if not self.plan.worker else KUEUE_NAMESPACE]
+        if self.plan.kueue:
+            names.append(KUEUE_NAMESPACE)
         if self.plan.jobset:
             names.append(JOBSET_NAMESPACE)
         for ns in dict.fromkeys(names):
@@ -466,7 +473,7 @@ class RealCluster:
 
     async def _dispatcher_identity(self, applier: Applier) -> None:
         """The project's least-privilege roles for the dispatcher, and a token for its ServiceAccount."""
-        namespace, objs = dispatcher_rbac(worker=self.plan.worker)
+        namespace, objs = dispatcher_rbac(worker=self.plan.worker, native=self.plan.kueue and not self.plan.worker)
         for obj in objs:
             await applier.create(obj)
         answer = await self.client.request(

@@ -25,12 +25,14 @@ def deploy_dir() -> Path:
     )
 
 
-def dispatcher_rbac(*, worker: bool) -> tuple[str, list[Obj]]:
-    """The namespace of the dispatcher's ServiceAccount and the objects that create it with its roles."""
+def dispatcher_rbac(*, worker: bool, native: bool = False) -> tuple[str, list[Obj]]:
+    """The namespace of the dispatcher's ServiceAccount and the objects that create it with its roles; ``native``:
+    with the roles of Kueue-native mode too (deploy/native/, for a manager that runs Kueue with MultiKueue)."""
     d = deploy_dir()
     if worker:
         return "kueue-system", load_manifests(d / "worker" / "serviceaccount.yaml", d / "worker" / "rbac.yaml")
-    return "dispatcher-system", load_manifests(d / "namespace.yaml", d / "serviceaccount.yaml", d / "rbac.yaml")
+    extra = [d / "native" / "rbac.yaml"] if native else []
+    return "dispatcher-system", load_manifests(d / "namespace.yaml", d / "serviceaccount.yaml", d / "rbac.yaml", *extra)
 
 
 def agent_rbac() -> list[Obj]:

@@ -16,8 +16,10 @@ import yaml
 from aiohttp import web
 
 from ..sim.topology import Topology, default_topology
+from .addons import reconfigure_kueue
 from .binaries import RigBinaries
 from .cluster import ClusterPlan, RealCluster, rig_json
+from .multikueue import DEFAULT_EXTERNAL_DISPATCHER, FLAVOURS, connect_multikueue, multikueue_config
 from .process import ComponentError
 
 __all__ = ["FAULT_MODES", "RealWorld", "RealWorldOptions"]
@@ -33,6 +35,13 @@ class RealWorldOptions:
     gpu_workers: int = 0
     run_seconds: float = 2.0
     admin_port: int = 0
+    #: Real Kueue with MultiKueue on the manager, in this flavour (``all-at-once``, ``incremental``,
+    #: ``external``); empty: the manager runs no Kueue.
+    manager_kueue: str = ""
+    #: MultiKueue's ``workerLostTimeout`` (set to the dispatcher's ``lostTimeout`` of the rig's clusters.yaml).
+    worker_lost_timeout: float = 60.0
+    #: The external dispatcher's name (Kueue's ``multiKueue.dispatcherName`` in the ``external`` flavour).
+    dispatcher_name: str = DEFAULT_EXTERNAL_DISPATCHER
 
 
 class RealWorld:
@@ -44,8 +53,19 @@ class RealWorld:
         self.binaries = binaries
         self.topology = topology or default_topology()
         jobset = binaries.has("jobset")
+        flavour = options.manager_kueue
         self.manager = RealCluster(
-            ClusterPlan("manager", worker=False), directory, binaries, self.topology, run_seconds=options.run_seconds
+            ClusterPlan(
+                "manager",
+                worker=False,
+                kueue=bool(flavour),
+                multikueue=flavour,
+                kueue_config=self._multikueue(flavour) if flavour else None,
+            ),
+            directory,
+            binaries,
+            self.topology,
+            run_seconds=options.run_seconds,
         )
         self.workers = [
             RealCluster(
@@ -65,6 +85,8 @@ class RealWorld:
         ]
         for c in self.clusters:
             c.on_change = self.write_state
+        #: The manager's current MultiKueue flavour (switched by the admin endpoint), empty without Kueue there.
+        self.flavour = flavour
         self.admin_url = ""
         self._admin: web.AppRunner | None = None
 
@@ -90,6 +112,12 @@ class RealWorld:
             if isinstance(first, ComponentError | FileNotFoundError | OSError):
                 raise ComponentError(str(first)) from None
             raise first
+        if self.options.manager_kueue:
+            try:
+                await connect_multikueue(self.manager, self.workers)
+            except BaseException:
+                await self.stop()
+                raise
         await self._start_admin()
         await asyncio.to_thread(self.write_files)
 
@@ -104,13 +132,28 @@ class RealWorld:
             if isinstance(r, BaseException):
                 raise r
 
+    def _multikueue(self, flavour: str) -> dict[str, Any]:
+        return multikueue_config(
+            flavour, worker_lost_timeout=self.options.worker_lost_timeout, external_name=self.options.dispatcher_name
+        )
+
+    async def set_multikueue(self, flavour: str) -> None:
+        """Switch the manager's MultiKueue dispatcher (its Kueue restarts with the new Configuration)."""
+        if not self.manager.plan.kueue:
+            raise ValueError("the manager runs no Kueue: start the rig with --manager-kueue")
+        if flavour not in FLAVOURS:
+            raise ValueError(f"flavour must be one of {', '.join(FLAVOURS)}, got {flavour!r}")
+        await reconfigure_kueue(self.manager, self._multikueue(flavour))
+        self.flavour = flavour
+        await asyncio.to_thread(self.write_files)
+
     # -- files -------------------------------------------------------------------------------------
 
     def write_files(self) -> None:
         """Kubeconfigs (admin, and the dispatcher's least-privilege ones), ``clusters.yaml`` and ``rig.json``."""
         for c in self.clusters:
             c.write_kubeconfigs()
-        config = {
+        config: dict[str, Any] = {
             "manager": {"kubeconfig": str(self.manager.dispatcher_kubeconfig_path.resolve()), "context": "manager"},
             "workers": [
                 {
@@ -119,17 +162,22 @@ class RealWorld:
                     "context": w.name,
                     "labels": {"gpu": "true" if w.plan.gpu else "false", "zone": f"zone-{(i % 3) + 1}"},
                     # Each worker runs `dispatcher agent` (deploy/worker/agent/'s identity): exactly-once failover.
-                    "fencing": "agent",
+                    # MultiKueue's copies are its own: as its external dispatcher, failover is MultiKueue's.
+                    "fencing": "none" if self.flavour == "external" else "agent",
                 }
                 for i, w in enumerate(self.workers)
             ],
             "policy": {
                 "mode": "binpack",
                 "admissionTimeout": "120s",
-                "lostTimeout": "60s",
+                "lostTimeout": f"{self.options.worker_lost_timeout:g}s",
                 "fencing": {"leaseDuration": "20s", "grace": "10s"},
             },
         }
+        if self.flavour == "external":
+            # MultiKueue's external dispatcher: the dispatcher nominates workers, MultiKueue mirrors (README).
+            config["mode"] = "kueue-external"
+            config["kueueNative"] = {"dispatcherName": self.options.dispatcher_name}
         (self.directory / "clusters.yaml").write_text(
             "# Written by `dispatcher rig up --real`: the dispatcher's configuration for these real clusters.\n"
             "# It uses the dispatcher's own least-privilege credentials (<cluster>.dispatcher.kubeconfig);\n"
@@ -147,6 +195,7 @@ class RealWorld:
         app.router.add_get("/clusters", self._admin_list)
         app.router.add_post("/clusters/{name}/fault", self._admin_fault)
         app.router.add_post("/clusters/{name}/components/{component}", self._admin_component)
+        app.router.add_post("/multikueue", self._admin_multikueue)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", self.options.admin_port)
@@ -208,3 +257,13 @@ class RealWorld:
             return web.json_response({"error": str(exc)}, status=400)
         await asyncio.to_thread(self.write_state)
         return web.json_response({"name": name, "component": component, "running": cluster.procs[component].running})
+
+    async def _admin_multikueue(self, request: web.Request) -> web.Response:
+        """``POST /multikueue {"flavour": "all-at-once|incremental|external"}``: the manager's dispatcher."""
+        body = await self._body(request)
+        try:
+            await self.set_multikueue(str(body.get("flavour")))
+        except (ValueError, ComponentError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        await asyncio.to_thread(self.write_state)
+        return web.json_response({"flavour": self.flavour})

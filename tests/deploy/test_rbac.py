@@ -42,8 +42,10 @@ from dispatcher.store.repo import Repo
 
 Obj = dict[str, Any]
 MANAGER, WORKER = "manager", "worker"
+#: Kueue-native mode's roles on the manager (deploy/native/, applied after deploy/).
+NATIVE = "native"
 #: Where the RBAC of each side is, as applied (kubectl apply -k).
-SOURCES = {MANAGER: "deploy", WORKER: "deploy/worker"}
+SOURCES = {MANAGER: "deploy", WORKER: "deploy/worker", NATIVE: "deploy/native"}
 DISPATCHER_NS = "dispatcher-system"  # deploy/namespace.yaml
 KUEUE_NS = "kueue-system"
 
@@ -76,6 +78,10 @@ FENCING_AUDIT = (
     "the audit run declares no worker with fencing: agent (tests/service/test_fencing.py renews on the real rig's RBAC)"
 )
 PRIORITY_AUDIT = "the audit run changes no priority (tests/service/test_priority.py does, on the real rig's RBAC)"
+NATIVE_AUDIT = (
+    "kueue-external mode needs real MultiKueue, which the simulator has not: tests/native/test_on_real_multikueue.py "
+    "runs it on the real rig with deploy/native/'s RBAC"
+)
 NEEDS: tuple[Need, ...] = (
     # -- manager ----------------------------------------------------------------------------------------------
     # The intake informer on manager Jobs labelled with a queue name, in every namespace.
@@ -116,6 +122,19 @@ NEEDS: tuple[Need, ...] = (
          'dispatcher/leader.py: "PUT", LEASES.path(self.config.namespace, self.config.name)', namespace=DISPATCHER_NS,
          names=("kueue-dispatcher-leader",),
          audit="the run below is a single replica without leader election (tests/service/test_ha.py elects)"),
+    # -- manager, Kueue-native mode (deploy/native/) ------------------------------------------------------------
+    # Informers on the manager's Workloads and AdmissionChecks (which are MultiKueue's).
+    Need(NATIVE, K, "workloads", ("list", "watch"),
+         "dispatcher/native/run.py: Informer(self.manager, WORKLOADS, nominator.on_workload)", audit=NATIVE_AUDIT),
+    Need(NATIVE, K, "admissionchecks", ("list", "watch"),
+         "dispatcher/native/run.py: Informer(self.manager, ADMISSION_CHECKS, self._on_check)", audit=NATIVE_AUDIT),
+    # status.nominatedClusterNames, by server-side apply as Kueue's kueue-admission field manager.
+    Need(NATIVE, K, "workloads/status", ("patch",),
+         "dispatcher/native/nominator.py: nomination_apply(mw.obj, names),", audit=NATIVE_AUDIT),
+    # The manager's Kueue Configuration (its multiKueue.dispatcherName), one ConfigMap by a metadata.name selector.
+    Need(NATIVE, "", "configmaps", ("list", "watch"),
+         'dispatcher/native/run.py: field_selector=f"metadata.name={config_name}",', namespace=KUEUE_NS,
+         names=("kueue-manager-config",), audit=NATIVE_AUDIT),
     # -- worker -----------------------------------------------------------------------------------------------
     # The suspended copy; read back when the create answers AlreadyExists (ours after a crash, or a clash).
     Need(WORKER, "batch", "jobs", ("create",),
@@ -223,7 +242,8 @@ class Rule:
 
 
 def _roles(cluster: str) -> list[Obj]:
-    return [o for o in kustomize(SOURCES[cluster]) if o["kind"] in ("Role", "ClusterRole")]
+    roles = [o for o in kustomize(SOURCES[cluster]) if o["kind"] in ("Role", "ClusterRole")]
+    return roles
 
 
 def _rules() -> list[Rule]:
@@ -290,7 +310,12 @@ def test_no_wildcards_or_escalation() -> None:
 @pytest.mark.parametrize("cluster", list(SOURCES))
 def test_every_role_is_bound_to_the_dispatchers_service_account_only(cluster: str) -> None:
     objs = kustomize(SOURCES[cluster])
-    [sa] = [o for o in objs if o["kind"] == "ServiceAccount"]
+    # deploy/native/ binds the ServiceAccount deploy/ makes.
+    [sa] = [
+        o
+        for o in kustomize(SOURCES[MANAGER] if cluster == NATIVE else SOURCES[cluster])
+        if o["kind"] == "ServiceAccount"
+    ]
     subject = {"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": sa["metadata"]["namespace"]}
     roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in _roles(cluster)}
     bound = set()
@@ -303,7 +328,9 @@ def test_every_role_is_bound_to_the_dispatchers_service_account_only(cluster: st
             assert ref["kind"] == "ClusterRole", "a ClusterRoleBinding of a Role binds nothing"
         bound.add((ref["kind"], namespace, ref["name"]))
     assert bound == roles, "every role bound, every binding to an existing role"
-    if cluster == MANAGER:
+    if cluster == NATIVE:
+        assert not [o for o in objs if o["kind"] in ("ServiceAccount", "Deployment")], "deploy/native/ adds roles only"
+    elif cluster == MANAGER:
         deployment = next(o for o in objs if o["kind"] == "Deployment")
         assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == sa["metadata"]["name"]
     else:
