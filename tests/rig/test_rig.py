@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -159,5 +160,16 @@ def test_rig_up_real_is_ready_and_rig_down_leaves_nothing_running(tmp_path: Path
         assert [p for p in pids if _alive(p)] == [], "a component outlived rig down"
         assert not (d / "rig.json").exists()
     finally:
+        # A failed assertion above must not leave the rig running: ask it to stop (it stops its components),
+        # then make sure, by the pids it recorded.
         if up.poll() is None:
-            os.killpg(up.pid, signal.SIGKILL)
+            up.send_signal(signal.SIGTERM)
+            try:
+                up.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(up.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError, ValueError):
+            for c in json.loads((d / "rig.json").read_text())["clusters"]:
+                for p in c["components"].values():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(p["pid"], signal.SIGKILL)
