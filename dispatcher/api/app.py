@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextvars
 import hashlib
 import ipaddress
 import json
@@ -56,16 +55,17 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ..explain import render_workload
-from ..fencing import Deposed
 from ..logs import redact_text
 from ..metrics import Metrics
 from ..store.models import WorkloadState
-from . import controls, overview, views
+from . import clusters, controls, overview, views
 from .auth import ADMIN, ENV_VAR, TokenError, TokenStore
 from .common import (
     DISPATCHER,
     LIMIT,
     METRICS,
+    PENDING_ACTIONS,
+    ROLE,
     TOKENS,
     name_param,
     query_params,
@@ -93,7 +93,6 @@ __all__ = [
 
 log = logging.getLogger("dispatcher.api")
 
-ACTIONS: web.AppKey[set[asyncio.Future[Any]]] = web.AppKey("actions")
 
 #: The dashboard's files (``static/``): path -> (file, content type). The page holds no data; it fetches
 #: the API with the token the user gives it.
@@ -116,15 +115,11 @@ DEFAULT_LISTEN = "127.0.0.1:8080"
 
 #: The readiness probe's database ping gives up after these many seconds (an API query: SQL_TIMEOUT).
 PING_TIMEOUT = 2.0
-#: A cordon or drain still running after this many seconds (the database or a worker does not answer) goes on
-#: in the background; the request is answered 202.
-ACTION_TIMEOUT = 30.0
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
 
 
 #: The role of the request being handled (for the audit log line of the actions).
-_ROLE: contextvars.ContextVar[str] = contextvars.ContextVar("dispatcher_api_role", default="?")
 
 
 class ApiConfigError(ValueError):
@@ -240,7 +235,7 @@ async def auth_middleware(
                 f"(${ENV_VAR} or an API token file) to serve it on another address",
                 headers={"WWW-Authenticate": REALM},
             )
-        _ROLE.set(f"{ADMIN} (no tokens configured)")
+        ROLE.set(f"{ADMIN} (no tokens configured)")
         return await handler(request)
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     token = token.strip()
@@ -265,7 +260,7 @@ async def auth_middleware(
             f"{request.method} {show_value(request.path, 120)} changes the dispatcher and needs an admin token; "
             "this token has the read role",
         )
-    _ROLE.set(role)
+    ROLE.set(role)
     return await handler(request)
 
 
@@ -321,15 +316,6 @@ async def openapi(_request: web.Request) -> web.Response:
 # -- handlers: clusters -------------------------------------------------------------------------------------
 
 
-def _cluster(request: web.Request) -> str:
-    d = request.app[DISPATCHER]
-    name = name_param("name", request.match_info["name"], subdomain=False)
-    if name not in d.capacities:
-        known = ", ".join(d.capacities) or "none"
-        raise ApiError(404, f"no cluster {name!r}; the workers are: {known} (GET /api/v1/clusters)")
-    return name
-
-
 async def get_policy(request: web.Request) -> web.Response:
     """The dispatcher's placement and failover settings (a drill against it reads its real lost timeout)."""
     query_params(request, ())
@@ -345,118 +331,6 @@ async def get_policy(request: web.Request) -> web.Response:
         }
     )
 
-
-async def list_clusters(request: web.Request) -> web.Response:
-    query_params(request, ())
-    d = request.app[DISPATCHER]
-    since = await overview.health_since(request)
-    items = [
-        views.cluster_summary(cap, d.clients.get(name), since.get(name), _fencing(d, name))
-        for name, cap in d.capacities.items()
-    ]
-    return json_response({"items": items})
-
-
-def _fencing(d: Any, name: str) -> dict[str, Any] | None:
-    """The worker's fencing as the dispatcher sees it (its Lease renewals, its agent's heartbeat)."""
-    leases = getattr(d, "leases", None)
-    return leases.describe(name) if leases is not None else None
-
-
-async def get_cluster(request: web.Request) -> web.Response:
-    query_params(request, ())
-    d = request.app[DISPATCHER]
-    name = _cluster(request)
-    since = await overview.health_since(request)
-    detail = views.cluster_detail(d.capacities[name], d.clients.get(name), since.get(name), _fencing(d, name))
-    return json_response(detail)
-
-
-async def _cluster_action(request: web.Request, action: str) -> web.Response:
-    d = request.app[DISPATCHER]
-    params = query_params(request, ("running",) if action == "drain" else ())
-    name = _cluster(request)
-    running = False
-    if "running" in params:
-        if params["running"] not in ("true", "false"):
-            raise ApiError(400, f"running: expected true or false, got {show_value(params['running'])}")
-        running = params["running"] == "true"
-    attr = "drain" if action == "drain" else "cordon"
-    method = getattr(d, attr, None)
-    if not callable(method):
-        raise ApiError(
-            501,
-            f"this dispatcher cannot {action} workers yet (it has no Dispatcher.{attr}); run a dispatcher version "
-            "that supports it",
-        )
-    peer = request.remote or "?"
-    call = method(name, running) if action == "drain" else method(name, action == "cordon")
-    task: asyncio.Future[Any] = asyncio.ensure_future(call)
-    actions = request.app[ACTIONS]
-    actions.add(task)
-    task.add_done_callback(actions.discard)
-    try:
-        result = await asyncio.wait_for(asyncio.shield(task), ACTION_TIMEOUT)
-    except TimeoutError:
-        task.add_done_callback(lambda t: _log_late_failure(t, action, name))
-        log.warning("API: %s %s is still running after %gs; it goes on in the background", action, name, ACTION_TIMEOUT)
-        return json_response(
-            {
-                "cluster": views.cluster_summary(d.capacities[name], d.clients.get(name), None, _fencing(d, name)),
-                "message": f"the {action} of {name} is still in progress (the database or the worker is slow to "
-                f"answer) and goes on in the background; GET /api/v1/clusters/{name} shows when it took effect",
-            },
-            status=202,
-        )
-    except LookupError:
-        raise ApiError(404, f"no cluster {name!r} (it went away); list them with GET /api/v1/clusters") from None
-    except Deposed:
-        leader = getattr(d, "leader_identity", None) or "another replica"
-        raise ApiError(
-            503, f"this replica is a standby and changes nothing; {action} {name} on the leader ({leader})"
-        ) from None
-    except ValueError as exc:
-        raise ApiError(409, f"cannot {action} {name}: {redact_text(str(exc))[:500]}") from None
-    log.info("API: %s %s by a %s token from %s", action, name, _ROLE.get(), peer)
-    since = (await overview.health_since(request)).get(name)
-    summary = views.cluster_summary(d.capacities[name], d.clients.get(name), since, _fencing(d, name))
-    body: dict[str, Any] = {"cluster": summary}
-    if action == "drain":
-        body.update(moved=int(result), running=running)
-    return json_response(body)
-
-
-def _log_late_failure(task: asyncio.Future[Any], action: str, name: str) -> None:
-    """Log how an action answered with 202 ended, if it failed (a failure after the 202 is not lost)."""
-    if task.cancelled():
-        return
-    exc = task.exception()
-    if exc is not None:
-        log.warning("API: the %s of %s failed: %s", action, name, redact_text(f"{type(exc).__name__}: {exc}")[:500])
-
-
-async def _cancel_actions(app: web.Application) -> None:
-    actions: set[asyncio.Future[Any]] = app[ACTIONS]
-    pending = list(actions)
-    for task in pending:
-        task.cancel()
-    if pending:
-        await asyncio.wait(pending, timeout=5.0)
-
-
-async def cordon(request: web.Request) -> web.Response:
-    return await _cluster_action(request, "cordon")
-
-
-async def uncordon(request: web.Request) -> web.Response:
-    return await _cluster_action(request, "uncordon")
-
-
-async def drain(request: web.Request) -> web.Response:
-    return await _cluster_action(request, "drain")
-
-
-# -- handlers: workloads ------------------------------------------------------------------------------------
 
 LIST_PARAMS = ("state", "cluster", "queue", "namespace", "order", "limit", "continue")
 
@@ -565,19 +439,19 @@ def make_app(dispatcher: Dispatcher, tokens: TokenStore, *, metrics: Metrics | N
     if m.collector.dispatcher is None:
         m.bind(dispatcher)
     app[METRICS] = m
-    app[ACTIONS] = set()
-    app.on_cleanup.append(_cancel_actions)
+    app[PENDING_ACTIONS] = set()
+    app.on_cleanup.append(clusters.cancel_actions)
     r = app.router
     r.add_get("/healthz", healthz)
     r.add_get("/readyz", readyz)
     r.add_get("/metrics", metrics_handler)
     r.add_get("/api/v1/openapi.json", openapi)
     r.add_get("/api/v1/policy", get_policy)
-    r.add_get("/api/v1/clusters", list_clusters)
-    r.add_get("/api/v1/clusters/{name}", get_cluster)
-    r.add_post("/api/v1/clusters/{name}/cordon", cordon)
-    r.add_post("/api/v1/clusters/{name}/uncordon", uncordon)
-    r.add_post("/api/v1/clusters/{name}/drain", drain)
+    r.add_get("/api/v1/clusters", clusters.list_clusters)
+    r.add_get("/api/v1/clusters/{name}", clusters.get_cluster)
+    r.add_post("/api/v1/clusters/{name}/cordon", clusters.cordon)
+    r.add_post("/api/v1/clusters/{name}/uncordon", clusters.uncordon)
+    r.add_post("/api/v1/clusters/{name}/drain", clusters.drain)
     r.add_get("/api/v1/workloads", list_workloads)
     r.add_get("/api/v1/workloads/{namespace}/{name}", get_workload)
     r.add_get("/api/v1/workloads/{namespace}/{name}/explain", explain_workload)

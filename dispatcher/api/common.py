@@ -7,10 +7,11 @@ each other: a bad parameter is a 400 naming it, a database that does not answer 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
@@ -26,6 +27,8 @@ __all__ = [
     "DISPATCHER",
     "LIMIT",
     "METRICS",
+    "PENDING_ACTIONS",
+    "ROLE",
     "SQL_TIMEOUT",
     "TOKENS",
     "name_param",
@@ -37,6 +40,10 @@ __all__ = [
 log = logging.getLogger("dispatcher.api")
 
 DISPATCHER: web.AppKey[Dispatcher] = web.AppKey("dispatcher")
+#: Cordons and drains still running after they answered 202 (cancelled when the app stops).
+PENDING_ACTIONS: web.AppKey[set[asyncio.Future[Any]]] = web.AppKey("actions")
+#: The role of the token of the request being served (for the log line of an action).
+ROLE: contextvars.ContextVar[str] = contextvars.ContextVar("dispatcher_api_role", default="?")
 TOKENS: web.AppKey[TokenStore] = web.AppKey("tokens", TokenStore)
 METRICS: web.AppKey[Metrics] = web.AppKey("metrics", Metrics)
 

@@ -25,7 +25,7 @@ from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate as validate_spec
 from prometheus_client.parser import text_string_to_metric_families
 
-import dispatcher.api.app as api_app
+import dispatcher.api.clusters as api_clusters
 from dispatcher.api import (
     ApiConfigError,
     TokenError,
@@ -741,7 +741,7 @@ async def test_a_slow_action_is_answered_202_and_goes_on(
         return 1
 
     monkeypatch.setattr(d, "drain", slow_drain)
-    monkeypatch.setattr(api_app, "ACTION_TIMEOUT", 0.05)
+    monkeypatch.setattr(api_clusters, "ACTION_TIMEOUT", 0.05)
     resp = await client.post("/api/v1/clusters/worker-2/drain", headers=ADMIN)
     body = await resp.json()
     assert resp.status == 202, body
