@@ -5,7 +5,7 @@ One :class:`KueueController` plays the parts a real ``kueue-controller-manager``
 * :mod:`.kueue_cache`: the **cache and queue manager**, fed by watch events, and the **job webhook** (a mutating
   admission hook on every integrated kind's CREATE: queued jobs start suspended);
 * :mod:`.kueue_scheduler`: the **scheduler**, Kueue's cycle over the heads of the ClusterQueues, with the admission
-  rules of :mod:`dispatcher.sim.kueue` (flavor assignment, borrowing and lending, hierarchical Cohorts, classical
+  rules of :mod:`kubesim.kueue` (flavor assignment, borrowing and lending, hierarchical Cohorts, classical
   preemption, partial admission, resource transformations read from the ``kueue-system/kueue-manager-config``
   ConfigMap);
 * :mod:`.kueue_workloads`: the **workload controller**;

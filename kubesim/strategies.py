@@ -237,7 +237,7 @@ def _validate_pod_spec(spec: Any, path: str, *, job: bool) -> list[Cause]:
                                     f"{cpath}.resources.{kind}[{rname}]", q, "must be greater than or equal to 0"
                                 )
                             )
-                from ..quantity import parse_quantity
+                from kubecommon.quantity import parse_quantity
 
                 req, lim = res.get("requests") or {}, res.get("limits") or {}
                 for rname, q in req.items():

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from ...quantity import QuantityError, parse_quantity
+from kubecommon.quantity import QuantityError, parse_quantity
+
 from .queues import queue_order_timestamp, timestamp
 from .requests import FlavorResource, quantity_string, resource_value
 from .specs import ClusterQueueSpec, CohortSpec, Quota

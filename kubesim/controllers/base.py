@@ -1,6 +1,6 @@
 """The in-process controller pattern of the simulator: watch the store, queue keys, reconcile.
 
-Controllers act through :class:`LocalClient`, which calls the same :class:`~dispatcher.sim.api.Api`
+Controllers act through :class:`LocalClient`, which calls the same :class:`~kubesim.api.Api`
 as the HTTP layer, so a simulated controller obeys every rule a real client meets (validation,
 conflicts, status subresource, finalizers). Reconcilers are synchronous: nothing in the simulated
 world blocks, and each reconcile sees a consistent store.
@@ -22,7 +22,7 @@ from ..store import StoreEvent
 
 __all__ = ["Controller", "LocalClient", "record_event"]
 
-log = logging.getLogger("dispatcher.sim")
+log = logging.getLogger("kubesim")
 Obj = dict[str, Any]
 
 

@@ -25,7 +25,7 @@ from fractions import Fraction
 from math import ceil
 from typing import Any
 
-from ...quantity import QuantityError, format_quantity, kueue_value, parse_quantity
+from kubecommon.quantity import QuantityError, format_quantity, kueue_value, parse_quantity
 
 __all__ = [
     "FlavorResource",

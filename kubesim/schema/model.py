@@ -379,7 +379,7 @@ class Schemas:
 
 @cache
 def _load_packaged() -> Schemas:
-    data = resources.files("dispatcher.sim").joinpath("data/schemas.json.gz").read_bytes()
+    data = resources.files("kubesim").joinpath("data/schemas.json.gz").read_bytes()
     return Schemas(json.loads(gzip.decompress(data)))
 
 

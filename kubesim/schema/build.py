@@ -1,4 +1,4 @@
-"""Generator of the simulator's compact schema file (``dispatcher/sim/data/schemas.json.gz``).
+"""Generator of the simulator's compact schema file (``kubesim/data/schemas.json.gz``).
 
 The simulated API servers must validate, default and describe objects exactly as a real cluster does, but the
 package cannot carry the upstream documents themselves (they are large, and they are reference material, not
@@ -15,7 +15,7 @@ ours). This module reduces them to the project's own compact form:
 Node keys are short (see ``KEYS``); ``model.py`` reads them and ``openapi.py`` turns them back into OpenAPI.
 The output is deterministic so that ``tests/sim/test_schema_drift.py`` can rebuild it and compare.
 
-Run: ``python -m dispatcher.sim.schema.build --shared /work/shared [--out PATH]``.
+Run: ``python -m kubesim.schema.build --shared /work/shared [--out PATH]``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from fractions import Fraction
 from math import ceil, floor
 from typing import Any
 
-from ...quantity import QuantityError, parse_quantity
+from kubecommon.quantity import QuantityError, parse_quantity
+
 from .config import DEFAULT_CONFIG, NVIDIA, HamiAdmissionError, HamiConfig
 
 __all__ = ["ContainerRequest", "container_request", "is_hami_request", "mutate_pod", "pod_requests"]

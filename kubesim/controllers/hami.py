@@ -1,7 +1,7 @@
 """HAMi for the simulated clusters: its NVIDIA device plugin, its scheduler (as an extender) and its webhook.
 
 What a HAMi install (``Project-HAMi/HAMi``, see ``/work/shared/hami-rules.md``) does to a cluster, with the
-rules themselves in the simulator's own :mod:`dispatcher.sim.hami` package:
+rules themselves in the simulator's own :mod:`kubesim.hami` package:
 
 - **device plugin** (one per GPU node of the topology): registers the node's GPUs in
   ``hami.io/node-nvidia-register`` (HAMi's JSON form, one entry per physical GPU with its UUID, split count,
@@ -41,7 +41,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from ...quantity import QuantityError, parse_quantity
+from kubecommon.quantity import QuantityError, parse_quantity
+
 from ..api import Admission, Api
 from ..errors import ApiError
 from ..hami.config import (
@@ -111,7 +112,7 @@ def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
 class HamiController(Controller):
     """HAMi's NVIDIA device plugin, node registration/health, webhook and scheduler extender in one controller.
 
-    ``gpu_nodes`` (node name -> :class:`~dispatcher.sim.topology.GpuSpec`) is the cluster's own dict, filled by
+    ``gpu_nodes`` (node name -> :class:`~kubesim.topology.GpuSpec`) is the cluster's own dict, filled by
     ``add_nodes`` after this controller exists: it is read on every node event, never copied.
     """
 

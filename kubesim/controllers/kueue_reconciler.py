@@ -43,7 +43,7 @@ from .kueue_model import (
 
 __all__ = ["JobReconcilerMixin"]
 
-log = logging.getLogger("dispatcher.sim.kueue")
+log = logging.getLogger("kubesim.kueue")
 
 PRIORITY_CLASSES = "priorityclasses.scheduling.k8s.io"
 

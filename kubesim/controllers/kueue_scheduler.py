@@ -4,7 +4,7 @@ Follows Kueue v0.17 ``pkg/scheduler/scheduler.go`` with classical (non fair-shar
 
 1. the head of every active ClusterQueue is taken (a blocked StrictFIFO head waits for a change);
 2. ``nominate``: a head whose namespace the ClusterQueue does not select is inadmissible; every other head gets
-   its flavors, preemption targets and possibly reduced counts (:func:`dispatcher.sim.kueue.admission.decide`);
+   its flavors, preemption targets and possibly reduced counts (:func:`kubesim.kueue.admission.decide`);
 3. the nominated entries are taken in the classical iterator's order: lower borrowing level first, then higher
    priority, then the older queue-order timestamp;
 4. per entry: ``NoFit`` is left pending; ``Preempt`` without targets reserves, unless the ClusterQueue can always
@@ -51,7 +51,7 @@ from .kueue_model import (
 
 __all__ = ["SchedulerMixin"]
 
-log = logging.getLogger("dispatcher.sim.kueue")
+log = logging.getLogger("kubesim.kueue")
 
 #: Longest stretch one scheduling reconcile runs before letting other tasks in (it continues right after).
 SCHEDULE_SLICE = 0.05

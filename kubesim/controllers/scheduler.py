@@ -12,7 +12,8 @@ from collections.abc import Hashable, Iterable
 from fractions import Fraction
 from typing import Any, Protocol
 
-from ...quantity import QuantityError, parse_quantity
+from kubecommon.quantity import QuantityError, parse_quantity
+
 from ..api import Api, now_rfc3339
 from ..store import StoreEvent
 from .base import Controller

@@ -286,7 +286,7 @@ class SimCluster:
 
     def describe(self) -> Obj:
         """A summary for the ``sim up`` table: nodes, CPU, memory, GPUs."""
-        from ..quantity import parse_quantity
+        from kubecommon.quantity import parse_quantity
 
         cpu = sum(
             (

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...quantity import QuantityError, parse_quantity
+from kubecommon.quantity import QuantityError, parse_quantity
+
 from .requests import FlavorResource, resource_value
 
 __all__ = [

@@ -30,7 +30,8 @@ from functools import cache, lru_cache
 from math import ceil
 from typing import Any, NoReturn
 
-from ...quantity import QuantityError, parse_quantity
+from kubecommon.quantity import QuantityError, parse_quantity
+
 from ..errors import Cause, bad_request, go_repr, invalid
 from . import cel
 from .model import KindSchema, Node

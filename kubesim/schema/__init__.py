@@ -1,6 +1,6 @@
 """The simulator's schema layer: the project's compact form of the real API schemas, and what it is used for.
 
-* ``model``: loading the shipped file (``dispatcher/sim/data/schemas.json.gz``) and looking up kinds and nodes;
+* ``model``: loading the shipped file (``kubesim/data/schemas.json.gz``) and looking up kinds and nodes;
 * ``validate``: decoding built-in kinds as the apiserver's JSON decoder does, and pruning, defaulting and
   validating custom resources as apiextensions-apiserver does (``cel`` evaluates their CEL rules);
 * ``openapi``: OpenAPI v3 documents rebuilt from the compact form, for kubectl;

@@ -253,7 +253,7 @@ def _int(raw: Obj, key: str, default: int, path: str) -> int:
 
 
 def _quantity(raw: Obj, key: str, default: str, path: str) -> str:
-    from ..quantity import QuantityError, parse_quantity
+    from kubecommon.quantity import QuantityError, parse_quantity
 
     value = raw.get(key, default)
     try:

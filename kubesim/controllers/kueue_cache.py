@@ -2,12 +2,12 @@
 
 Like Kueue's ``pkg/cache`` (the scheduler cache and the queue manager), it is fed by the store's events (re-reading
 the current object, so the cache never goes back to an older state than a write the controller already made) and
-keeps: the quota tree (:mod:`dispatcher.sim.kueue.quota`) with every Workload holding quota, the pending queue of
-each ClusterQueue (:mod:`dispatcher.sim.kueue.queues`), the LocalQueues and the counts and usage the queue status
+keeps: the quota tree (:mod:`kubesim.kueue.quota`) with every Workload holding quota, the pending queue of
+each ClusterQueue (:mod:`kubesim.kueue.queues`), the LocalQueues and the counts and usage the queue status
 reconcilers report. Changes that may make a parked Workload admissible (quota released, queue or flavor changes,
 namespace labels) put parked Workloads back in their queues and ask for a scheduling cycle.
 
-The controller itself (:class:`~dispatcher.sim.controllers.kueue.KueueController`) adds the scheduler, the
+The controller itself (:class:`~kubesim.controllers.kueue.KueueController`) adds the scheduler, the
 workload controller, the job reconciler and the status reconcilers on top of this class.
 """
 
@@ -45,7 +45,7 @@ from .kueue_model import (
 
 __all__ = ["COHORT", "CQ", "LQ", "RF", "WL", "WPC", "KueueBase", "LqKey", "Obj", "WlKey"]
 
-log = logging.getLogger("dispatcher.sim.kueue")
+log = logging.getLogger("kubesim.kueue")
 
 Obj = dict[str, Any]
 WlKey = tuple[str, str]  # (namespace, name)
