@@ -461,8 +461,8 @@ class KindSchema:
     def decode_builtin(
         self, obj: dict[str, Any], *, field_validation: str = "Warn"
     ) -> tuple[dict[str, Any], list[str]]:
-        """Decode a built-in kind as the apiserver's JSON decoder does: see ``validate.decode_builtin``."""
-        from .validate import decode_builtin
+        """Decode a built-in kind as the apiserver's JSON decoder does: see ``decode.decode_builtin``."""
+        from .decode import decode_builtin
 
         return decode_builtin(self, obj, field_validation=field_validation)
 
@@ -474,7 +474,7 @@ class KindSchema:
         old: dict[str, Any] | None = None,
         subresource: str | None = None,
     ) -> tuple[dict[str, Any], list[str]]:
-        """Prune, default and validate a custom resource: see ``validate.apply_crd``."""
-        from .validate import apply_crd
+        """Prune, default and validate a custom resource: see ``crd.apply_crd``."""
+        from .crd import apply_crd
 
         return apply_crd(self, obj, field_validation=field_validation, old=old, subresource=subresource)

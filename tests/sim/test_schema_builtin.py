@@ -12,7 +12,7 @@ import pytest
 
 from kubesim.errors import ApiError
 from kubesim.schema import KindSchema, Schemas
-from kubesim.schema.validate import canonical_quantity, go_float, parse_go_time
+from kubesim.schema.gosemantics import canonical_quantity, go_float, parse_go_time
 
 QUANTITY_MSG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 
