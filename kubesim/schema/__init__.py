@@ -5,7 +5,7 @@
 * ``crd``: pruning, defaulting and validating custom resources as apiextensions-apiserver does, with ``validate``
   (OpenAPI validation with kube-openapi's messages, list types) and ``cel`` (their CEL rules);
 * ``gosemantics``: what both render and parse as Go does (values in messages, times, quantities, base64);
-* ``openapi``: OpenAPI v3 documents rebuilt from the compact form, for kubectl;
+* ``openapi``: OpenAPI v3 documents rebuilt from the compact form, for kubectl (``openapi_paths``: their paths);
 * ``build``: the generator of the compact file from the upstream documents.
 """
 
