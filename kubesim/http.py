@@ -20,7 +20,8 @@ import yaml
 from aiohttp import web
 
 from . import errors
-from .api import APPLY_PATCH, PATCH_TYPES, Api, RequestOptions, WatchStream
+from .api import Api, RequestOptions, WatchStream
+from .api.types import APPLY_PATCH, PATCH_TYPES
 from .errors import ApiError
 from .faults import FaultState
 from .registry import ResourceType
