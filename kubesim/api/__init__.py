@@ -1,5 +1,5 @@
 """The API server's semantics, independent of HTTP: what get, list, create, update, patch, delete and
-watch do to the store. The HTTP layer (``http.py``) and the in-process controllers both go through it,
+watch do to the store. The HTTP layer (:mod:`kubesim.http`) and the in-process controllers both go through it,
 so a simulated controller is held to the same rules as a real client.
 
 :class:`Api` is put together from its parts: ``base`` (the store, schemas, admission hooks and the checks every
