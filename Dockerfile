@@ -15,6 +15,8 @@ WORKDIR /src
 # What the wheel is built from (see .dockerignore, which lets nothing else into the build context).
 COPY pyproject.toml README.md ./
 COPY dispatcher/ ./dispatcher/
+COPY kubesim/ ./kubesim/
+COPY kubecommon/ ./kubecommon/
 COPY migrations/ ./migrations/
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 

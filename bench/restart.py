@@ -41,10 +41,10 @@ from dispatcher.adapters.job import JobAdapter
 from dispatcher.config import load_config
 from dispatcher.drill import drill_job
 from dispatcher.kube.client import connect
-from dispatcher.sim.world import SimWorld, WorldOptions
 from dispatcher.store.engine import make_engine
 from dispatcher.store.migrate import upgrade
 from dispatcher.store.models import AuditEvent, Cluster, Placement, Workload, WorkloadState, utcnow
+from kubesim.world import SimWorld, WorldOptions
 
 Obj = dict[str, Any]
 NAMESPACE = "team-a"

@@ -59,7 +59,7 @@ Obj = dict[str, Any]
 
 
 async def _serve(info_path: Path, controllers: bool, profile: str | None) -> None:
-    from dispatcher.sim.cluster import ClusterOptions, SimCluster
+    from kubesim.cluster import ClusterOptions, SimCluster
 
     cluster = SimCluster(
         "bench",

@@ -38,9 +38,9 @@ def _db_url(args: argparse.Namespace, config_url: str | None = None) -> str:
 
 
 def _cmd_sim_up(args: argparse.Namespace) -> int:
-    from .sim.topology import TopologyError, load_topology
-    from .sim.up import run_sim_up
-    from .sim.world import WorldOptions
+    from kubesim.topology import TopologyError, load_topology
+    from kubesim.up import run_sim_up
+    from kubesim.world import WorldOptions
 
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")
@@ -84,9 +84,10 @@ def _cmd_rig_up(args: argparse.Namespace) -> int:
         if args.manager_kueue:
             raise UsageError("--manager-kueue needs --real: the simulator has no MultiKueue")
         return _cmd_sim_up(args)
+    from kubesim.topology import TopologyError, load_topology
+
     from .rig.up import RigError, run_rig_up
     from .rig.world import RealWorldOptions
-    from .sim.topology import TopologyError, load_topology
 
     if args.workers < 1:
         raise UsageError(f"--workers must be at least 1, got {args.workers}")

@@ -254,7 +254,7 @@ def _table(rows: list[list[str]]) -> str:
 
 
 async def run_demo(options: DemoOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    from .sim.world import SimWorld, WorldOptions
+    from kubesim.world import SimWorld, WorldOptions
 
     progress = err if options.json else out
     world = SimWorld(WorldOptions(workers=options.workers, gpu_workers=options.gpu_workers, default_run_seconds=3.0))

@@ -313,7 +313,7 @@ async def ha_world(
     world: Any = None
     source = rig or directory
     if rig is None:
-        from .sim.world import SimWorld, WorldOptions
+        from kubesim.world import SimWorld, WorldOptions
 
         world = SimWorld(WorldOptions(workers=workers, gpu_workers=0, default_run_seconds=run_seconds))
         await world.start()

@@ -15,7 +15,7 @@ import sys
 import uuid
 
 from dispatcher.placement.hami.nodecodec import encode_node_devices, register_device
-from dispatcher.sim.topology import GpuSpec
+from kubesim.topology import GpuSpec
 
 #: The namespace of the GPU UUIDs (uuid5 of "NODE/INDEX"): any fixed value; this one is the rig's own.
 _NAMESPACE = uuid.UUID("6f1c2f53-2d4e-4bd4-9a53-6a0f3c2b9e11")

@@ -1,4 +1,5 @@
-"""The wheel ships every package and data file: pyproject's explicit package list matches the tree."""
+"""The wheel ships every package and data file: pyproject's explicit package list matches the tree (the dispatcher,
+the simulator ``kubesim`` and the shared ``kubecommon``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ def test_every_package_is_listed_in_pyproject() -> None:
     listed = set(config["packages"])
     found = {
         ".".join(p.parent.relative_to(REPO).parts)
-        for p in (REPO / "dispatcher").rglob("__init__.py")
+        for top in ("dispatcher", "kubesim", "kubecommon")
+        for p in (REPO / top).rglob("__init__.py")
         if "__pycache__" not in p.parts
     }
     found |= {"dispatcher._migrations", "dispatcher._migrations.versions"}
@@ -24,6 +26,6 @@ def test_every_package_is_listed_in_pyproject() -> None:
 
 def test_runtime_data_files_match_the_package_data_globs() -> None:
     data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert any((REPO / "dispatcher" / "sim" / "data").glob("*.json.gz")), "the sim's schema data must exist"
-    assert "data/*.json.gz" in data["dispatcher.sim"]
+    assert any((REPO / "kubesim" / "data").glob("*.json.gz")), "the sim's schema data must exist"
+    assert "data/*.json.gz" in data["kubesim"]
     assert (REPO / "migrations" / "script.py.mako").is_file() and "script.py.mako" in data["dispatcher._migrations"]

@@ -230,8 +230,8 @@ async def _submit_to(manager: ClusterClient, namespace: str, queue: str, names: 
 
 async def run_drill(options: DrillOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     """``dispatcher drill --sim``: simulated clusters and a dispatcher of this process."""
-    from ..sim.topology import default_topology
-    from ..sim.world import SimWorld, WorldOptions
+    from kubesim.topology import default_topology
+    from kubesim.world import SimWorld, WorldOptions
 
     if options.mode not in MODES:
         print(f"dispatcher drill: --mode must be down, partition or flaky, got {options.mode!r}", file=err)

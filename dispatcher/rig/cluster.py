@@ -28,9 +28,10 @@ from typing import Any
 import aiohttp
 import yaml
 
+from kubesim.topology import Topology
+
 from ..config import KubeconfigRef
 from ..kube.client import ClusterClient, KubeError, Resource, connect
-from ..sim.topology import Topology
 from .addons import start_agent, start_jobset, start_kueue
 from .apply import Applier, load_manifests
 from .binaries import RigBinaries

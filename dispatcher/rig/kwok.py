@@ -15,7 +15,8 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from ..sim.topology import GpuSpec, NodeGroup
+from kubesim.topology import GpuSpec, NodeGroup
+
 from .apply import load_manifests
 
 __all__ = ["KWOK_STAGES", "node_manifests", "stages"]
@@ -103,8 +104,9 @@ def stages(manifests: Path, *, default_run_seconds: float) -> list[Obj]:
 
 def _hami_annotations(node: str, gpus: GpuSpec) -> dict[str, str]:
     """What HAMi's device plugin registers for the node's GPUs (HAMi is not built for the rig: see the README)."""
+    from kubesim.controllers.hami import gpu_uuid
+
     from ..placement.hami.nodecodec import encode_node_devices, register_device
-    from ..sim.controllers.hami import gpu_uuid
 
     half = -(-gpus.count // 2)
     devices = [

@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..sim.topology import Topology
+from kubesim.topology import Topology
+
 from .binaries import find_binaries
 from .process import ComponentError
 from .world import RealWorld, RealWorldOptions

@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from ..sim.topology import Topology, default_topology
+from kubesim.topology import Topology, default_topology
+
 from .addons import reconfigure_kueue
 from .binaries import RigBinaries
 from .cluster import ClusterPlan, RealCluster, rig_json

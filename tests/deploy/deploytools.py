@@ -1,7 +1,7 @@
 """Helpers of the deploy tests: where the tools are, rendering the kustomizations, validating objects.
 
 Validation is against the real API schemas: built-in kinds and Kueue's CRDs through the simulator's schema
-layer (``dispatcher.sim.schema``: the packaged compact form of ``shared/schemas``; a kind it does not serve, such
+layer (``kubesim.schema``: the packaged compact form of ``shared/schemas``; a kind it does not serve, such
 as Service, from the shared OpenAPI documents themselves), and RBAC kinds, which ``shared/schemas`` does not
 have, through the models kubernetes_asyncio generated from the Kubernetes OpenAPI (their field names, types and
 required fields).
@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from dispatcher.sim.errors import ApiError
-from dispatcher.sim.schema import KindSchema, Schemas
+from kubesim.errors import ApiError
+from kubesim.schema import KindSchema, Schemas
 
 REPO = Path(__file__).resolve().parents[2]
 Obj = dict[str, Any]
@@ -69,7 +69,7 @@ def _shared_schemas() -> Schemas | None:
     shared = shared_dir()
     if shared is None:
         return None
-    from dispatcher.sim.schema import build
+    from kubesim.schema import build
 
     saved = (build.BUILTIN_KINDS, build.CRD_DIRS)
     try:

@@ -178,6 +178,13 @@ def test_dockerignore_lets_in_what_the_builder_copies_and_nothing_else() -> None
     for private in (".venv/bin/python", ".git/config", "kind/out/worker-1.kubeconfig", "dispatcher.sqlite",
                     "tests/conftest.py", "dispatcher/__pycache__/cli.cpython-311.pyc", "build/lib/x.py"):  # fmt: skip
         assert _ignored(private, patterns), f"{private} would be sent to the Docker daemon"
-    for needed in ("pyproject.toml", "README.md", "dispatcher/cli.py", "migrations/env.py"):
+    for needed in (
+        "pyproject.toml",
+        "README.md",
+        "dispatcher/cli.py",
+        "kubesim/up.py",
+        "kubecommon/quantity.py",
+        "migrations/env.py",
+    ):
         assert not _ignored(needed, patterns), needed
     assert Path(REPO / "migrations" / "env.py").exists()

@@ -24,7 +24,7 @@ from deploytools import REPO, kustomize, validate, yaml_docs
 from dispatcher.api.auth import ENV_VAR as API_TOKENS_VAR
 from dispatcher.capacity import KUEUE_CONFIG
 from dispatcher.config import parse_config
-from dispatcher.sim.topology import HAMI_KUEUE_CONFIG, default_topology
+from kubesim.topology import HAMI_KUEUE_CONFIG, default_topology
 
 Obj = dict[str, Any]
 KIND = REPO / "kind" / "manifests"

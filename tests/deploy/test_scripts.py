@@ -36,7 +36,7 @@ from dispatcher.api.auth import TokenStore
 from dispatcher.config import KubeconfigRef, parse_config
 from dispatcher.kube.client import Resource, connect
 from dispatcher.placement.hami.nodecodec import decode_node_devices
-from dispatcher.sim.cluster import ClusterOptions, SimCluster
+from kubesim.cluster import ClusterOptions, SimCluster
 
 SCRIPTS = sorted(p for d in ("kind", "deploy") for p in (REPO / d).rglob("*.sh") if "out" not in p.parts)
 RUNNABLE = [p for p in SCRIPTS if p.name != "lib.sh"]

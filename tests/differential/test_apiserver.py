@@ -328,7 +328,7 @@ async def sequence(client: ClusterClient, tag: str) -> dict[str, Obj]:
 
 @pytest.mark.timeout(300)
 async def test_the_simulator_answers_as_a_real_apiserver(real_rig_session: RealRig, tmp_path: Path) -> None:
-    from dispatcher.sim.world import SimWorld, WorldOptions
+    from kubesim.world import SimWorld, WorldOptions
 
     await clean(real_rig_session)
     tag = uuid.uuid4().hex[:6]

@@ -499,7 +499,7 @@ async def test_kueue_admits_as_predicted(
         await clean(real_rig)
         client = await real_rig.client("worker-2")
     else:
-        from dispatcher.sim.world import SimWorld, WorldOptions
+        from kubesim.world import SimWorld, WorldOptions
 
         world = SimWorld(WorldOptions(workers=1, gpu_workers=0))
         await world.start()

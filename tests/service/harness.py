@@ -23,11 +23,11 @@ from dispatcher.agent import AgentGroup
 from dispatcher.config import DispatcherConfig, FencingPolicy, KubeconfigRef, Policy, load_config
 from dispatcher.kube.client import ClusterClient, connect
 from dispatcher.service import Dispatcher
-from dispatcher.sim.world import SimWorld, WorldOptions
 from dispatcher.store.engine import make_engine
 from dispatcher.store.migrate import upgrade
 from dispatcher.store.models import Workload
 from dispatcher.store.repo import Repo
+from kubesim.world import SimWorld, WorldOptions
 
 Obj = dict[str, Any]
 T = TypeVar("T")

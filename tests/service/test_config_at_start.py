@@ -34,7 +34,7 @@ async def test_run_reports_every_broken_kubeconfig_of_a_rig_at_once(
     if real_rig is not None:
         source = real_rig.directory
     else:
-        from dispatcher.sim.world import SimWorld, WorldOptions
+        from kubesim.world import SimWorld, WorldOptions
 
         world = SimWorld(WorldOptions(workers=2, gpu_workers=0))
         await world.start()

@@ -118,7 +118,7 @@ async def test_dispatcher_run_with_a_refused_manager_token_exits_with_one_line(
     if real_rig is not None:
         source = real_rig.directory
     else:
-        from dispatcher.sim.world import SimWorld, WorldOptions
+        from kubesim.world import SimWorld, WorldOptions
 
         world = SimWorld(WorldOptions(workers=1, gpu_workers=0))
         await world.start()

@@ -270,7 +270,7 @@ class SkewedClock:
 async def test_the_agent_judges_the_lease_by_its_own_clock(tmp_path: Path, offset: float, rate: float) -> None:
     """Bounded drift, as Kubernetes leases assume: an agent clock hours off never fences while the dispatcher renews;
     one running 5% fast or slow still fences before the dispatcher would start the copy elsewhere."""
-    from dispatcher.sim.world import SimWorld, WorldOptions
+    from kubesim.world import SimWorld, WorldOptions
 
     world = SimWorld(WorldOptions(workers=1, gpu_workers=0))
     await world.start()

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # the helper modules beside the 
 
 from simclient import kube_configuration
 
-from dispatcher.sim.cluster import ClusterOptions, SimCluster
+from kubesim.cluster import ClusterOptions, SimCluster
 
 
 @pytest.fixture

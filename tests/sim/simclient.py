@@ -15,7 +15,7 @@ from typing import Any
 from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio.config import load_kube_config_from_dict
 
-from dispatcher.sim.cluster import SimCluster
+from kubesim.cluster import SimCluster
 
 Obj = dict[str, Any]
 

@@ -19,7 +19,7 @@ from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 from simclient import Obj, kube_configuration, raw_request, wait_for
 
-from dispatcher.sim.cluster import SimCluster
+from kubesim.cluster import SimCluster
 
 NS = "default"
 KUEUE = "kueue.x-k8s.io"

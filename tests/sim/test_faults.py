@@ -22,8 +22,8 @@ from kubernetes_asyncio import client as k8s
 from kubernetes_asyncio import watch
 from simclient import Obj, kube_configuration, raw_request, wait_for
 
-from dispatcher.sim.cluster import SimCluster
-from dispatcher.sim.world import SimWorld, WorldOptions
+from kubesim.cluster import SimCluster
+from kubesim.world import SimWorld, WorldOptions
 
 NS = "default"
 

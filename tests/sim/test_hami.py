@@ -28,11 +28,11 @@ from dispatcher.placement.hami.names import (
 )
 from dispatcher.placement.hami.nodecodec import decode_node_devices, encode_node_devices
 from dispatcher.placement.hami.podcodec import decode_pod_devices
-from dispatcher.sim.cluster import ClusterOptions, SimCluster
-from dispatcher.sim.constants import RUN_SECONDS
-from dispatcher.sim.controllers.hami import HamiController, gpu_uuid
-from dispatcher.sim.errors import ApiError
-from dispatcher.sim.topology import GpuSpec, NodeGroup
+from kubesim.cluster import ClusterOptions, SimCluster
+from kubesim.constants import RUN_SECONDS
+from kubesim.controllers.hami import HamiController, gpu_uuid
+from kubesim.errors import ApiError
+from kubesim.topology import GpuSpec, NodeGroup
 
 Obj = dict[str, Any]
 

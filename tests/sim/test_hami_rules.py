@@ -1,4 +1,4 @@
-"""The simulated HAMi's own device rules (dispatcher/sim/hami), case by case against HAMi's source
+"""The simulated HAMi's own device rules (kubesim/hami), case by case against HAMi's source
 (``/work/shared/hami-rules.md``, section numbers below)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher.sim.hami.config import (
+from kubesim.hami.config import (
     CORDON_ANNOTATION,
     GPU_POLICY_ANNOTATION,
     HANDSHAKE_ANNOTATION,
@@ -19,7 +19,7 @@ from dispatcher.sim.hami.config import (
     HamiAdmissionError,
     HamiSchedulingError,
 )
-from dispatcher.sim.hami.devices import (
+from kubesim.hami.devices import (
     DeviceInfo,
     DeviceUsage,
     PodAllocation,
@@ -30,9 +30,9 @@ from dispatcher.sim.hami.devices import (
     node_usage,
     register_device,
 )
-from dispatcher.sim.hami.fit import schedule_pod
-from dispatcher.sim.hami.health import NodeHealth, check_handshake
-from dispatcher.sim.hami.requests import ContainerRequest, container_request, mutate_pod
+from kubesim.hami.fit import schedule_pod
+from kubesim.hami.health import NodeHealth, check_handshake
+from kubesim.hami.requests import ContainerRequest, container_request, mutate_pod
 
 Obj = dict[str, Any]
 
@@ -228,7 +228,7 @@ def test_handshake_and_node_health() -> None:
 
 
 def test_pair_scores_annotation_is_json() -> None:
-    from dispatcher.sim.hami.devices import decode_pair_scores
+    from kubesim.hami.devices import decode_pair_scores
 
     raw = json.dumps([{"uuid": "GPU-0", "score": {"GPU-1": 100}}])
     assert decode_pair_scores(raw) == {"GPU-0": {"GPU-1": 100}}

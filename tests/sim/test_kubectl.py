@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from dispatcher.sim.cluster import ClusterOptions, SimCluster
-from dispatcher.sim.constants import RUN_SECONDS
-from dispatcher.sim.topology import default_topology
+from kubesim.cluster import ClusterOptions, SimCluster
+from kubesim.constants import RUN_SECONDS
+from kubesim.topology import default_topology
 
 Obj = dict[str, Any]
 

@@ -1,5 +1,5 @@
 """The preemption tables ported from Kueue's Go tests (tests/conformance/kueue: TestPreemption and
-TestHierarchicalPreemptions), run against the simulator's own preemption (dispatcher/sim/kueue/preemption.py).
+TestHierarchicalPreemptions), run against the simulator's own preemption (kubesim/kueue/preemption.py).
 
 The case data is the conformance suite's; only the objects are built for the simulator instead of the product's
 model, so both readings of Kueue answer the same Kueue cases.
@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from kueuebuild import NEVER_TIME, cq_obj
 
-from dispatcher.quantity import kueue_value
-from dispatcher.sim.kueue.preemption import Preemptor
-from dispatcher.sim.kueue.quota import AdmittedWorkload, QuotaTree
-from dispatcher.sim.kueue.specs import ClusterQueueSpec, CohortSpec
+from kubecommon.quantity import kueue_value
+from kubesim.kueue.preemption import Preemptor
+from kubesim.kueue.quota import AdmittedWorkload, QuotaTree
+from kubesim.kueue.specs import ClusterQueueSpec, CohortSpec
 
 Obj = dict[str, Any]
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from simclient import wait_for
 
-from dispatcher.sim.cluster import ClusterOptions, SimCluster
-from dispatcher.sim.constants import RUN_SECONDS
-from dispatcher.sim.controllers.kueue import KueueController
-from dispatcher.sim.topology import HAMI_KUEUE_CONFIG, NodeGroup
+from kubesim.cluster import ClusterOptions, SimCluster
+from kubesim.constants import RUN_SECONDS
+from kubesim.controllers.kueue import KueueController
+from kubesim.topology import HAMI_KUEUE_CONFIG, NodeGroup
 
 Obj = dict[str, Any]
 WL = "workloads.kueue.x-k8s.io"

@@ -6,8 +6,8 @@ from typing import Any
 
 import yaml
 
-from dispatcher.sim.controllers.kueue_jobs import BatchJobIntegration
-from dispatcher.sim.controllers.kueue_model import (
+from kubesim.controllers.kueue_jobs import BatchJobIntegration
+from kubesim.controllers.kueue_model import (
     KueueConfig,
     PodSetInfo,
     PodSetMergeError,
@@ -20,7 +20,7 @@ from dispatcher.sim.controllers.kueue_model import (
     unset_quota_reservation,
     workload_name,
 )
-from dispatcher.sim.topology import HAMI_KUEUE_CONFIG
+from kubesim.topology import HAMI_KUEUE_CONFIG
 
 Obj = dict[str, Any]
 
@@ -204,7 +204,7 @@ def test_batch_job_integration() -> None:
 
 
 def test_cluster_queue_queue_orders_parks_and_blocks() -> None:
-    from dispatcher.sim.controllers.kueue import ClusterQueueQueue
+    from kubesim.controllers.kueue import ClusterQueueQueue
 
     q = ClusterQueueQueue(strict=False)
     q.add(("ns", "low"), (0, 1.0, "1"))

@@ -1,4 +1,4 @@
-"""The simulated Kueue's own admission rules (dispatcher/sim/kueue), case by case against Kueue v0.17's source.
+"""The simulated Kueue's own admission rules (kubesim/kueue), case by case against Kueue v0.17's source.
 
 Each case names the Kueue function it follows. Where the product's placement model (dispatcher/placement) reads
 Kueue differently, the case says so: the simulator keeps Kueue's behaviour and the difference is reported, not
@@ -12,18 +12,18 @@ from typing import Any
 
 import pytest
 
-from dispatcher.sim.kueue.admission import decide, search_counts
-from dispatcher.sim.kueue.flavors import Mode
-from dispatcher.sim.kueue.queues import ClusterQueueQueue
-from dispatcher.sim.kueue.quota import AdmittedWorkload, QuotaTree, available, potential_available
-from dispatcher.sim.kueue.requests import (
+from kubesim.kueue.admission import decide, search_counts
+from kubesim.kueue.flavors import Mode
+from kubesim.kueue.queues import ClusterQueueQueue
+from kubesim.kueue.quota import AdmittedWorkload, QuotaTree, available, potential_available
+from kubesim.kueue.requests import (
     ResourceTransformation,
     effective_requests,
     pod_requests,
     quantity_string,
     workload_pod_sets,
 )
-from dispatcher.sim.kueue.specs import ClusterQueueSpec, CohortSpec, FlavorSpec
+from kubesim.kueue.specs import ClusterQueueSpec, CohortSpec, FlavorSpec
 
 Obj = dict[str, Any]
 

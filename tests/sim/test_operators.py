@@ -11,8 +11,8 @@ import pytest
 import yaml
 from simclient import wait_for
 
-from dispatcher.sim.cluster import SimCluster
-from dispatcher.sim.world import SimWorld, WorldOptions
+from kubesim.cluster import SimCluster
+from kubesim.world import SimWorld, WorldOptions
 
 Obj = dict[str, Any]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -1,5 +1,5 @@
-"""Two independent readings of Kueue and HAMi, compared: the simulator's own rules (dispatcher/sim/kueue and
-dispatcher/sim/hami) and the product's placement model (dispatcher/placement), on seeded random cases.
+"""Two independent readings of Kueue and HAMi, compared: the simulator's own rules (kubesim/kueue and
+kubesim/hami) and the product's placement model (dispatcher/placement), on seeded random cases.
 
 Neither is the truth (the differential tests against a real Kueue are); a disagreement here means one of them
 misreads the source, and is decided by reading it. The cases include flavors with and without node labels and pod
@@ -32,15 +32,15 @@ from dispatcher.placement.kueue import tree as model_tree
 from dispatcher.placement.kueue import workloads as model_workloads
 from dispatcher.placement.partial import partial_counts
 from dispatcher.quantity import kueue_value, parse_quantity
-from dispatcher.sim.hami import config as hami_config
-from dispatcher.sim.hami import devices as hami_devices
-from dispatcher.sim.hami import fit as hami_fit
-from dispatcher.sim.hami import requests as hami_requests
-from dispatcher.sim.kueue import quota as sim_quota
-from dispatcher.sim.kueue import requests as sim_requests
-from dispatcher.sim.kueue import specs as sim_specs
-from dispatcher.sim.kueue.admission import decide
-from dispatcher.sim.kueue.flavors import Mode
+from kubesim.hami import config as hami_config
+from kubesim.hami import devices as hami_devices
+from kubesim.hami import fit as hami_fit
+from kubesim.hami import requests as hami_requests
+from kubesim.kueue import quota as sim_quota
+from kubesim.kueue import requests as sim_requests
+from kubesim.kueue import specs as sim_specs
+from kubesim.kueue.admission import decide
+from kubesim.kueue.flavors import Mode
 
 Obj = dict[str, Any]
 Admitted = tuple[str, str, dict[tuple[str, str], int], int, float]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from dispatcher.sim.errors import ApiError
-from dispatcher.sim.schema import KindSchema, Schemas
-from dispatcher.sim.schema.validate import canonical_quantity, go_float, parse_go_time
+from kubesim.errors import ApiError
+from kubesim.schema import KindSchema, Schemas
+from kubesim.schema.gosemantics import canonical_quantity, go_float, parse_go_time
 
 QUANTITY_MSG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 

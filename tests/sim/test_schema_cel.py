@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from dispatcher.sim.errors import ApiError
-from dispatcher.sim.schema import KindSchema, Schemas
-from dispatcher.sim.schema.cel import compile_rules, evaluate, unenforced_rules
+from kubesim.errors import ApiError
+from kubesim.schema import KindSchema, Schemas
+from kubesim.schema.cel import compile_rules, evaluate, unenforced_rules
 
 #: Rules the simulator does not enforce (apiVersion, kind, path, rule, why). Empty: every rule of the shipped
 #: CRDs compiles with the evaluator and uses only supported functions. A CRD update that adds a rule needing

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from dispatcher.sim.errors import ApiError
-from dispatcher.sim.schema import KindSchema, Schemas
+from kubesim.errors import ApiError
+from kubesim.schema import KindSchema, Schemas
 
 QUOTA = "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"
 NOT_CHECKED = (

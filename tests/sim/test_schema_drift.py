@@ -1,7 +1,7 @@
 """The shipped compact schema file must be exactly what the generator builds from ``shared/schemas``.
 
 A change upstream (a new Kueue CRD version, another built-in kind) or in the generator without regenerating
-(``python -m dispatcher.sim.schema.build --shared ../shared``) fails here.
+(``python -m kubesim.schema.build --shared ../shared``) fails here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher.sim.schema.build import BUILTIN_KINDS, build_document, first_sentence
+from kubesim.schema.build import BUILTIN_KINDS, build_document, first_sentence
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,7 +33,7 @@ def _shared_dir() -> Path:
 
 
 def _shipped_bytes() -> bytes:
-    return resources.files("dispatcher.sim").joinpath("data/schemas.json.gz").read_bytes()
+    return resources.files("kubesim").joinpath("data/schemas.json.gz").read_bytes()
 
 
 def _shipped() -> dict[str, Any]:
@@ -48,8 +48,8 @@ def test_shipped_file_matches_generator() -> None:
     if built != shipped:
         differing = sorted(k for k in set(built) | set(shipped) if built.get(k) != shipped.get(k))
         pytest.fail(
-            f"dispatcher/sim/data/schemas.json.gz is stale (sections {differing} differ); regenerate with "
-            "`python -m dispatcher.sim.schema.build --shared ../shared`"
+            f"kubesim/data/schemas.json.gz is stale (sections {differing} differ); regenerate with "
+            "`python -m kubesim.schema.build --shared ../shared`"
         )
 
 

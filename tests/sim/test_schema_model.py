@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dispatcher.sim.schema import KindInfo, Node, Schemas
+from kubesim.schema import KindInfo, Node, Schemas
 
 
 def test_kinds_cover_builtins_and_every_served_crd_version() -> None:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from dispatcher.sim.schema import ResourceRoute, Schemas, openapi_v3_document, openapi_v3_paths
-from dispatcher.sim.schema.openapi import crd_schema_name
+from kubesim.schema import ResourceRoute, Schemas, openapi_v3_document, openapi_v3_paths
+from kubesim.schema.openapi import crd_schema_name
 
 JOB = ResourceRoute(kind="Job", plural="jobs", namespaced=True, subresources=("status",))
 CQ = ResourceRoute(kind="ClusterQueue", plural="clusterqueues", namespaced=False, subresources=("status",))
