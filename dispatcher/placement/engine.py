@@ -33,7 +33,7 @@ from typing import Any
 
 from ..config import Policy
 from .evaluation import Evaluator
-from .kueue.flavors import FitCheck, fits_as_before
+from .kueue.revalidate import FitCheck, fits_as_before
 from .scoring import best_two, score_verdict, summary
 from .verdicts import GpuFitter, Obj, Verdict, _Fleet, _gpu_version, _ShapeCache, _Slot
 from .worker import JOURNAL, Reservation, WorkerCapacity

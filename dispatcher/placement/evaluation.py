@@ -18,7 +18,8 @@ from ..config import Policy
 from ..quantity import format_kueue_value, kueue_value
 from ..resources import transform
 from .kueue.assignment import FlavorAssignmentMode, preemption_targets
-from .kueue.flavors import FitCheck, assign_flavors, fit_checks
+from .kueue.flavors import assign_flavors
+from .kueue.revalidate import FitCheck, fit_checks
 from .kueue.workloads import PodSetRequest
 from .partial import PartialAdmission, can_be_partially_admitted, partial_counts
 from .verdicts import GpuFitter, GpuVerdict, Verdict, _ShapeCache

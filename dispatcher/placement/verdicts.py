@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .kueue.amounts import FlavorResource
-from .kueue.flavors import FitCheck
+from .kueue.revalidate import FitCheck
 from .kueue.workloads import PodSetRequest
 from .worker import WorkerCapacity
 from .workload import PodSetSpec

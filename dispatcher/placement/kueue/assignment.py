@@ -9,12 +9,16 @@ message and in ``status.admission``), and the preemption targets an assignment i
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Final
 
 from .amounts import FlavorResource, format_amount
 from .preemption import PreemptionPossibility, PreemptionTarget, find_preemption_targets
+from .specs import FairSharingConfig
+from .tas import TASCache
+from .topology import TASPodSetRequest, TopologyAssignment, encode_assignment
 from .tree import QuotaTree
 
 __all__ = [
@@ -116,10 +120,25 @@ class Assignment:
     borrowing: int = 0
     no_fit_reason: str = ""
     last_tried_flavor_idx: list[dict[str, int]] = field(default_factory=list)
+    #: Set by the TAS step (``representativeMode`` as Kueue caches and then overrides it).
+    representative: FlavorAssignmentMode | None = None
+    #: TAS: per TAS flavor, the pod sets to place (``WorkloadsTopologyRequests``), for preemption's fit check.
+    tas_requests: dict[str, list[TASPodSetRequest]] = field(default_factory=dict)
+    #: TAS: per pod set, where its pods go (only for a ``Fit``).
+    topology: dict[str, TopologyAssignment] = field(default_factory=dict)
+    #: TAS: the placements (or why not) the explanation shows (``tasassign.TopologyPlacement``).
+    placements: list[Any] = field(default_factory=list)
+    #: TAS: the pod sets could not be placed even with every TAS workload preempted.
+    topology_blocked: bool = False
+    #: TAS: whether the TAS pod sets can be placed in the current state (preemption's ``workloadFits``).
+    tas_check: Callable[[], bool] | None = field(default=None, repr=False, compare=False)
 
     @property
     def mode(self) -> FlavorAssignmentMode:
-        """The representative mode: the worst among the PodSets (``NoFit`` with no PodSet)."""
+        """The representative mode: the worst among the PodSets (``NoFit`` with no PodSet), unless the TAS step
+        set it (:attr:`representative`)."""
+        if self.representative is not None and self.pod_sets:
+            return self.representative
         pod_sets = self.pod_sets
         if len(pod_sets) == 1:
             return pod_sets[0].mode
@@ -157,14 +176,16 @@ class Assignment:
         """``status.admission.podSetAssignments`` as Kueue writes them on admission."""
         out = []
         for ps in self.pod_sets:
-            out.append(
-                {
-                    "name": ps.name,
-                    "flavors": {res: a.flavor for res, a in ps.flavors.items()},
-                    "resourceUsage": {res: format_amount(res, ps.requests.get(res, 0)) for res in ps.flavors},
-                    "count": ps.count,
-                }
-            )
+            entry: dict[str, Any] = {
+                "name": ps.name,
+                "flavors": {res: a.flavor for res, a in ps.flavors.items()},
+                "resourceUsage": {res: format_amount(res, ps.requests.get(res, 0)) for res in ps.flavors},
+                "count": ps.count,
+            }
+            ta = self.topology.get(ps.name)
+            if ta is not None:
+                entry["topologyAssignment"] = encode_assignment(ta)
+            out.append(entry)
         return out
 
 
@@ -175,8 +196,12 @@ def preemption_targets(
     priority: int = 0,
     queue_order_time: float = 0.0,
     now: float = math.inf,
+    fair_sharing: FairSharingConfig | None = None,
+    tas: TASCache | None = None,
+    tas_fits: Callable[[], bool] | None = None,
 ) -> list[PreemptionTarget]:
-    """The victims for an assignment in ``Preempt`` mode (Kueue's ``Preemptor.GetTargets``, classical)."""
+    """The victims for an assignment in ``Preempt`` mode (Kueue's ``Preemptor.GetTargets``: classical, or fair
+    preemption with ``fair_sharing``; with TAS pod sets, ``tas_fits`` says whether they can be placed)."""
     usage = {fr: v for fr, v in assignment.usage.items() if v != 0}
     return find_preemption_targets(
         tree,
@@ -186,4 +211,7 @@ def preemption_targets(
         priority=priority,
         queue_order_time=queue_order_time,
         now=now,
+        fair_sharing=fair_sharing,
+        tas=tas,
+        tas_fits=(tas_fits or assignment.tas_check) if assignment.tas_requests else None,
     )

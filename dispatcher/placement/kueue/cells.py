@@ -23,7 +23,17 @@ class _Cell:
     ``stored`` (what this node contributes to the parent) depend only on quotas and are cached at rebuild.
     """
 
-    __slots__ = ("borrowing_limit", "lending_limit", "local", "nominal", "stored", "subtree", "up", "usage")
+    __slots__ = (
+        "borrowing_limit",
+        "declared",
+        "lending_limit",
+        "local",
+        "nominal",
+        "stored",
+        "subtree",
+        "up",
+        "usage",
+    )
 
     def __init__(self, up: _Cell | None) -> None:
         self.nominal = 0
@@ -34,6 +44,9 @@ class _Cell:
         self.stored = 0
         self.usage = 0
         self.up = up
+        #: Whether the flavor-resource is in the node's ``SubtreeQuota`` (quota declared by the node or below it);
+        #: a cell that only holds usage is not (fair sharing's dominant resource share looks only at these).
+        self.declared = False
 
     def finish(self) -> None:
         """Derive ``local`` and ``stored`` once the subtree quota is known (``resourceNode.localQuota``)."""

@@ -29,14 +29,19 @@ from .assignment import (
 )
 from .cells import _available_exact, _available_fast, _potential_exact, _potential_fast
 from .preemption import PreemptionOracle, PreemptionPossibility, simulate_preemption
+from .revalidate import fit_checks, fits_as_before
 from .specs import (
     _PREEMPTION_OVER_BORROWING,
     _TRY_NEXT_FLAVOR,
+    FairSharingConfig,
     FlavorFungibility,
     NodeSelectorRequirement,
     ResourceFlavorSpec,
     find_untolerated_taint,
 )
+from .tas import TASCache
+from .tasassign import apply_topology, cluster_queue_tas_flavors, is_tas_only, tas_flavor_mismatch
+from .tassnapshot import TopologyFlavorSnapshot
 from .tree import QuotaTree
 from .workloads import PodSetRequest
 
@@ -174,7 +179,20 @@ class _Status:
 class _Assigner:
     """``FlavorAssigner`` for one workload against one ClusterQueue of a tree."""
 
-    __slots__ = ("cq", "flavors", "ignore_undeclared", "label_keys", "last", "node", "oracle", "tree")
+    __slots__ = (
+        "cq",
+        "fair",
+        "flavors",
+        "ignore_undeclared",
+        "label_keys",
+        "last",
+        "node",
+        "oracle",
+        "tas",
+        "tas_flavors",
+        "tas_only",
+        "tree",
+    )
 
     def __init__(
         self,
@@ -184,6 +202,8 @@ class _Assigner:
         oracle: PreemptionOracle,
         last: Sequence[Mapping[str, int]] | None,
         ignore_undeclared: bool,
+        fair: FairSharingConfig | None = None,
+        tas: TASCache | None = None,
     ) -> None:
         self.tree = tree
         self.node = tree._cq(cluster_queue)
@@ -192,6 +212,11 @@ class _Assigner:
         self.oracle = oracle
         self.last = last
         self.ignore_undeclared = ignore_undeclared
+        self.fair = fair
+        self.tas = tas
+        #: TAS: whether every flavor is a TAS flavor, and the TAS flavors' snapshots (computed when first needed)
+        self.tas_only = is_tas_only(self.cq, flavors)
+        self.tas_flavors: dict[str, TopologyFlavorSnapshot] | None = None
         #: per resource group (its flavors), the label keys node selectors are reduced to
         self.label_keys: dict[tuple[str, ...], frozenset[str]] = {}
 
@@ -232,20 +257,31 @@ class _Assigner:
         )
         nominal = cell.nominal
         bwc = self.cq.preemption.borrow_within_cohort
-        can_preempt_while_borrowing = bwc is not None and bwc.policy != "Never"
+        # canPreemptWhileBorrowing: borrowWithinCohort, or fair sharing with reclaimWithinCohort.
+        can_preempt_while_borrowing = (bwc is not None and bwc.policy != "Never") or (
+            self.fair is not None and self.cq.preemption.reclaim_within_cohort != "Never"
+        )
         if nominal >= value or may_reclaim or can_preempt_while_borrowing:
             possibility, borrow_after = self.oracle(tree, name, fr, value)
             status.no_fit_reason = ""
             return _POSSIBILITY_TO_PM[possibility], borrow_after, status
         return _PM_NO_FIT, borrow, status
 
-    def _check_flavor(self, flavor_name: str, pod_sets: Sequence[PodSetRequest], keys: AbstractSet[str]) -> list[str]:
-        """``checkFlavorForPodSets``: taints and node labels (reduced to the group's label ``keys``); returns the
-        reasons the flavor does not match."""
+    def _check_flavor(
+        self, flavor_name: str, pod_sets: Sequence[PodSetRequest], keys: AbstractSet[str], covered: frozenset[str]
+    ) -> list[str]:
+        """``checkFlavorForPodSets``: TAS (``checkPodSetAndFlavorMatchForTAS``), taints and node labels (reduced to
+        the group's label ``keys``); returns the reasons the flavor does not match."""
         flavor = self.flavors.get(flavor_name)
         if flavor is None:
             return [f"flavor {flavor_name} not found"]
         for ps in pod_sets:
+            if flavor.topology_name is not None or (ps.topology is not None and ps.topology.explicit):
+                if self.tas_flavors is None:
+                    self.tas_flavors = cluster_queue_tas_flavors(self.cq, self.flavors, self.tas)
+                mismatch = tas_flavor_mismatch(ps, flavor, covered, self.tas_only, self.tas_flavors)
+                if mismatch is not None:
+                    return [mismatch]
             taint = find_untolerated_taint(flavor.node_taints, (*ps.tolerations, *flavor.tolerations))
             if taint is not None:
                 return [f"untolerated taint {taint} in flavor {flavor_name}"]
@@ -286,7 +322,7 @@ class _Assigner:
         for idx in range(start, len(flavors)):
             attempted = idx
             fname = flavors[idx]
-            mismatch = self._check_flavor(fname, [pod_sets[i] for i in ps_ids], keys)
+            mismatch = self._check_flavor(fname, [pod_sets[i] for i in ps_ids], keys, covered)
             if mismatch:
                 status.reasons.extend(mismatch)
                 attempts.append(
@@ -396,6 +432,7 @@ class _Assigner:
                 self._resolve_no_fit_reason(assignment)
                 return assignment
         self._resolve_no_fit_reason(assignment)
+        apply_topology(assignment, pod_sets, self.cq, self.flavors, self.tas)
         return assignment
 
     @staticmethod
@@ -484,6 +521,8 @@ def assign_flavors(
     last_tried_flavor_idx: Sequence[Mapping[str, int]] | None = None,
     ignore_undeclared_resources: bool = False,
     oracle: PreemptionOracle | None = None,
+    fair_sharing: FairSharingConfig | None = None,
+    tas: TASCache | None = None,
 ) -> Assignment:
     """Assign a flavor to every requested resource of every PodSet, as Kueue's flavor assigner does.
 
@@ -497,80 +536,34 @@ def assign_flavors(
     workloads recorded in ``tree`` for a preemptor with ``priority`` and ``queue_order_time``. ``counts``
     overrides the PodSet counts (partial admission), except a count of 0. Resources the ClusterQueue does not cover
     make the workload ``NoFit`` unless their request is zero or ``ignore_undeclared_resources``
-    (``QuotaCheckStrategy: IgnoreUndeclared``) is set.
+    (``QuotaCheckStrategy: IgnoreUndeclared``) is set. ``fair_sharing`` (Kueue's Configuration) lets the
+    ClusterQueue preempt while borrowing when it reclaims within the cohort, and preemption follows fair sharing;
+    ``tas`` (the cluster's TAS state) places the pod sets that ask for a topology (:mod:`.tasassign`).
     """
     if oracle is None:
 
         def default_oracle(t: QuotaTree, cq: str, fr: FlavorResource, qty: int) -> tuple[PreemptionPossibility, int]:
-            return simulate_preemption(t, cq, fr, qty, priority=priority, queue_order_time=queue_order_time, now=now)
+            return simulate_preemption(
+                t,
+                cq,
+                fr,
+                qty,
+                priority=priority,
+                queue_order_time=queue_order_time,
+                now=now,
+                fair_sharing=fair_sharing,
+                tas=tas,
+            )
 
         oracle = default_oracle
     assigner = _Assigner(
-        tree, cluster_queue, resource_flavors, oracle, last_tried_flavor_idx, ignore_undeclared_resources
+        tree,
+        cluster_queue,
+        resource_flavors,
+        oracle,
+        last_tried_flavor_idx,
+        ignore_undeclared_resources,
+        fair_sharing,
+        tas,
     )
     return assigner.assign(pod_sets, counts)
-
-
-FitCheck = tuple[FlavorResource, int, int]
-"""One ``fitsResourceQuota`` call of a ``Fit`` assignment: (flavor-resource, value checked, borrowing height)."""
-
-
-def fit_checks(assignment: Assignment) -> tuple[FitCheck, ...] | None:
-    """The quota checks that decided a ``Fit`` assignment, for :func:`fits_as_before`; ``None`` when the assignment
-    cannot be re-validated that way.
-
-    Re-validation is exact when the only change since is added usage and every flavor tried before (or after) a
-    chosen one was rejected for a reason usage cannot change (taints, node labels, a flavor not providing the
-    resource: ``NoMatchingFlavor``). Then the flavor loop reaches the same chosen flavors again, and those give the
-    same result if each of their ``fitsResourceQuota`` calls still fits at the same borrowing height. The value
-    checked for a pod set is its request plus what the pod sets before it were assigned of that flavor-resource,
-    as :meth:`_Assigner.assign` passes it.
-    """
-    if assignment.mode is not FlavorAssignmentMode.FIT:
-        return None
-    checks: list[FitCheck] = []
-    assumed: dict[FlavorResource, int] = {}
-    for psa in assignment.pod_sets:
-        chosen = {a.flavor for a in psa.flavors.values()}
-        for attempt in psa.attempts:
-            if attempt.flavor not in chosen and attempt.no_fit_reason != NO_MATCHING_FLAVOR:
-                return None
-        for res, a in psa.flavors.items():
-            fr = (a.flavor, res)
-            value = _add(assumed.get(fr, 0), psa.requests.get(res, 0))
-            checks.append((fr, value, a.borrow))
-        for res, a in psa.flavors.items():
-            fr = (a.flavor, res)
-            assumed[fr] = _add(assumed.get(fr, 0), psa.requests.get(res, 0))
-    return tuple(checks)
-
-
-def fits_as_before(tree: QuotaTree, cluster_queue: str, checks: Sequence[FitCheck]) -> bool:
-    """Whether every check of :func:`fit_checks` still fits, at the same borrowing height (the ``Fit`` branch of
-    ``_Assigner._fits_quota``, which this must follow)."""
-    node = tree._cqs.get(cluster_queue)
-    if node is None:
-        return False
-    exact = tree._exact
-    if node.parent is None and not exact:
-        # A ClusterQueue without a cohort: available is its quota minus usage, and it never borrows.
-        cells = node.cells
-        for fr, value, borrow in checks:
-            c = cells.get(fr)
-            if c is None:
-                return False
-            free = c.subtree - c.usage
-            if value > c.subtree or value > (free if free > 0 else 0) or borrow != 0:
-                return False
-        return True
-    for fr, value, borrow in checks:
-        cell = node.cell(fr)
-        if exact:
-            available, max_capacity = _available_exact(cell), _potential_exact(cell)
-        else:
-            available, max_capacity = _available_fast(cell), _potential_fast(cell)
-        if value > max_capacity or value > max(available, 0):
-            return False
-        if tree._height_of_lowest_subtree_that_fits(node, fr, value)[0] != borrow:
-            return False
-    return True

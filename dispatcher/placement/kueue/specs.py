@@ -14,12 +14,15 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
+from dispatcher.quantity import QuantityError, parse_quantity
+
 from .amounts import _MIN64, UNLIMITED, quota_amount
 
 __all__ = [
     "BorrowWithinCohort",
     "ClusterQueueSpec",
     "CohortSpec",
+    "FairSharingConfig",
     "FlavorFungibility",
     "FlavorQuotasSpec",
     "NodeSelectorRequirement",
@@ -63,6 +66,17 @@ def _name(obj: Mapping[str, Any], kind: str) -> str:
     if not name:
         raise ValueError(f"{kind} has no metadata.name")
     return name
+
+
+def _fair_weight(spec: Mapping[str, Any]) -> float:
+    """``parseFairWeight``: ``spec.fairSharing.weight`` as a float (``Quantity.AsFloat64Slow``), 1 when unset."""
+    weight = _map(spec.get("fairSharing")).get("weight")
+    if weight is None:
+        return 1.0
+    try:
+        return float(parse_quantity(weight))
+    except (QuantityError, TypeError, ValueError):
+        return 1.0
 
 
 def _timestamp(value: object) -> float | None:
@@ -240,6 +254,8 @@ class ClusterQueueSpec:
     stop_policy: str = "None"
     namespace_selector: Mapping[str, Any] | None = None
     admission_checks: tuple[str, ...] = ()
+    #: ``spec.fairSharing.weight`` (only used when fair sharing is on in Kueue's configuration).
+    fair_weight: float = 1.0
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> ClusterQueueSpec:
@@ -260,6 +276,7 @@ class ClusterQueueSpec:
             stop_policy=_str(spec.get("stopPolicy")) or "None",
             namespace_selector=dict(selector) if isinstance(selector, Mapping) else None,
             admission_checks=tuple(dict.fromkeys(c for c in checks if c)),
+            fair_weight=_fair_weight(spec),
         )
 
     @property
@@ -284,12 +301,53 @@ class CohortSpec:
     name: str
     parent: str | None = None
     resource_groups: tuple[ResourceGroupSpec, ...] = ()
+    fair_weight: float = 1.0
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> CohortSpec:
         spec = _map(obj.get("spec"))
         parent = _str(spec.get("parentName")) or _str(spec.get("parent")) or None
-        return cls(_name(obj, "Cohort"), parent, _resource_groups(spec.get("resourceGroups")))
+        return cls(_name(obj, "Cohort"), parent, _resource_groups(spec.get("resourceGroups")), _fair_weight(spec))
+
+
+LESS_THAN_OR_EQUAL_TO_FINAL_SHARE: Final = "LessThanOrEqualToFinalShare"
+LESS_THAN_INITIAL_SHARE: Final = "LessThanInitialShare"
+
+
+@dataclass(frozen=True, slots=True)
+class FairSharingConfig:
+    """Fair sharing as Kueue's ``Configuration`` turns it on, with its preemption strategies.
+
+    ``config.kueue.x-k8s.io/v1beta2`` (what v0.17.0 reads natively): a ``fairSharing`` section turns it on
+    (``fairsharing.Enabled``: not nil); ``v1beta1``: ``fairSharing.enable: true`` (``Convert_v1beta1_Configuration``
+    drops the section otherwise). No strategy listed: ``[LessThanOrEqualToFinalShare, LessThanInitialShare]``
+    (``parseStrategies``). ``preempt_within_nominal`` is the ``FairSharingPreemptWithinNominal`` gate and
+    ``prioritize_non_borrowing`` ``FairSharingPrioritizeNonBorrowing``, both beta and on in v0.17.0, readable from
+    the Configuration's ``featureGates``.
+    """
+
+    strategies: tuple[str, ...] = (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE)
+    preempt_within_nominal: bool = True
+    prioritize_non_borrowing: bool = True
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None) -> FairSharingConfig | None:
+        """Read Kueue's Configuration (the document of ``controller_manager_config.yaml``); ``None``: off."""
+        data = _map(config)
+        section = data.get("fairSharing")
+        if not isinstance(section, Mapping):
+            return None
+        if _str(data.get("apiVersion")).endswith("/v1beta1") and section.get("enable") is not True:
+            return None
+        strategies = tuple(_str(s) for s in _list(section.get("preemptionStrategies")) if _str(s))
+        gates = _map(data.get("featureGates"))
+        within = gates.get("FairSharingPreemptWithinNominal")
+        non_borrowing = gates.get("FairSharingPrioritizeNonBorrowing")
+        return cls(
+            strategies or (LESS_THAN_OR_EQUAL_TO_FINAL_SHARE, LESS_THAN_INITIAL_SHARE),
+            within if isinstance(within, bool) else True,
+            non_borrowing if isinstance(non_borrowing, bool) else True,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,6 +187,7 @@ class QuotaTree:
                     if pc is None:
                         pc = node.cells[fr] = _Cell(None)
                     pc.subtree = _add(pc.subtree, cc.stored)
+                    pc.declared = pc.declared or cc.declared
                     pc.usage = _add(pc.usage, max(0, _sub(cc.usage, cc.local)))
             for c in node.cells.values():
                 c.finish()
@@ -227,6 +228,7 @@ class QuotaTree:
                 for rq in flavor.resources:
                     c = node.cells.setdefault((flavor.name, rq.name), _Cell(None))
                     c.nominal = c.subtree = rq.nominal
+                    c.declared = True
                     c.borrowing_limit = rq.borrowing_limit
                     c.lending_limit = rq.lending_limit
                     for v in (rq.nominal, rq.borrowing_limit, rq.lending_limit):

@@ -17,6 +17,7 @@ from dispatcher.quantity import kueue_value, parse_quantity
 
 from .amounts import FlavorResource
 from .specs import NodeSelectorRequirement, Toleration, _list, _map, _str, _timestamp
+from .topology import TASUsage, TopologyRequest, workload_tas_usage
 
 __all__ = [
     "AdmittedWorkload",
@@ -32,17 +33,18 @@ def _resource_list(obj: object) -> dict[str, Fraction]:
     return {str(k): parse_quantity(v) for k, v in _map(obj).items()}
 
 
-def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, int]:
+def pod_requests(pod_spec: Mapping[str, Any], *, limits_as_requests: bool = True) -> dict[str, int]:
     """A pod's effective requests in Kueue units, as ``resourcehelpers.PodRequests`` computes them.
 
     Containers are summed; init containers count at their peak (restartable sidecars stay for the pod's life);
     the pod overhead is added. A container limit stands in for a missing request, as Kueue's job integration
-    does before it creates the Workload. Negative values are floored to zero.
+    does before it creates the Workload (``UseLimitsAsMissingRequestsInPod``); TAS places pods by the pod spec's
+    own requests (``NewRequestsFromPodSpec``), ``limits_as_requests=False``. Negative values are floored to zero.
     """
 
     def container_requests(c: Mapping[str, Any]) -> dict[str, Fraction]:
         resources = _map(c.get("resources"))
-        merged = _resource_list(resources.get("limits"))
+        merged = _resource_list(resources.get("limits")) if limits_as_requests else {}
         merged.update(_resource_list(resources.get("requests")))
         return merged
 
@@ -83,7 +85,9 @@ class PodSetRequest:
     ``group`` is the TAS ``podSetGroupName`` (PodSets of a group get the same flavors); ``min_count`` is the
     PodSet's ``minCount`` (``None``: no partial admission), down to which :mod:`.partial` may reduce the count.
     ``count`` is the count after ``status.reclaimablePods``, ``spec_count`` the Workload's own count when that
-    differs (``None``: the same); partial admission reduces the spec count, as Kueue does.
+    differs (``None``: the same); partial admission reduces the spec count, as Kueue does. ``topology`` is the pod
+    set's TAS ``topologyRequest`` and ``tas_requests`` the per-pod requests TAS places by (the pod spec's requests,
+    before transformations and without limits; ``None``: ``requests``).
     """
 
     name: str
@@ -95,6 +99,8 @@ class PodSetRequest:
     group: str | None = None
     min_count: int | None = None
     spec_count: int | None = None
+    topology: TopologyRequest | None = None
+    tas_requests: Mapping[str, int] | None = None
 
     @property
     def full_count(self) -> int:
@@ -108,6 +114,7 @@ class PodSetRequest:
         node_selector, tolerations, terms = pod_constraints(pod_spec)
         raw_count = obj.get("count", 1)
         group = _str(_map(obj.get("topologyRequest")).get("podSetGroupName")) or None
+        topology = TopologyRequest.from_object(obj.get("topologyRequest"))
         raw_min = obj.get("minCount")
         return cls(
             name=_str(obj.get("name")) or "main",
@@ -118,6 +125,8 @@ class PodSetRequest:
             node_affinity=terms,
             group=group,
             min_count=raw_min if isinstance(raw_min, int) and not isinstance(raw_min, bool) else None,
+            topology=topology,
+            tas_requests=pod_requests(pod_spec, limits_as_requests=False),
         )
 
 
@@ -209,6 +218,8 @@ class AdmittedWorkload:
     quota_reserved_time: float | None = None
     evicted: bool = False
     uid: str = ""
+    #: What the workload holds in TAS flavors' topology domains (from its ``topologyAssignment``).
+    tas_usage: tuple[TASUsage, ...] = ()
 
     @classmethod
     def from_object(cls, workload: Mapping[str, Any]) -> AdmittedWorkload:
@@ -263,6 +274,7 @@ class AdmittedWorkload:
             quota_reserved_time=reserved_time,
             evicted=evicted is not None and evicted.get("status") == "True",
             uid=_str(meta.get("uid")),
+            tas_usage=workload_tas_usage(workload),
         )
 
 
