@@ -22,6 +22,7 @@ from dispatcher.placement.kueue.tree import QuotaTree
 from dispatcher.placement.kueue.workloads import PodSetRequest, workload_pod_sets
 from dispatcher.placement.partial import PartialAdmission, partial_counts
 
+Obj = dict[str, Any]
 FIT = FlavorAssignmentMode.FIT
 PREEMPT = FlavorAssignmentMode.PREEMPT
 NO_FIT = FlavorAssignmentMode.NO_FIT
@@ -56,7 +57,9 @@ def cq_obj(
     cohort: str | None = None,
     preemption: dict[str, Any] | None = None,
     fungibility: dict[str, Any] | None = None,
+    weight: str | None = None,
 ) -> dict[str, Any]:
+    """``MakeClusterQueue(name).ResourceGroup(...).Cohort(...).Preemption(...).FairWeight(weight)``."""
     spec: dict[str, Any] = {"resourceGroups": list(groups), "namespaceSelector": {}}
     if cohort:
         spec["cohortName"] = cohort
@@ -64,6 +67,8 @@ def cq_obj(
         spec["preemption"] = preemption
     if fungibility is not None:
         spec["flavorFungibility"] = fungibility
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
 
 
@@ -71,11 +76,18 @@ def make_cq(name: str, *groups: dict[str, Any], **kw: Any) -> ClusterQueueSpec:
     return ClusterQueueSpec.from_object(cq_obj(name, *groups, **kw))
 
 
-def make_cohort(name: str, *groups: dict[str, Any], parent: str | None = None) -> CohortSpec:
+def cohort_obj(name: str, *groups: dict[str, Any], parent: str | None = None, weight: str | None = None) -> Obj:
+    """``MakeCohort(name).ResourceGroup(...).Parent(parent).FairWeight(weight)``."""
     spec: dict[str, Any] = {"resourceGroups": list(groups)}
     if parent:
         spec["parentName"] = parent
-    return CohortSpec.from_object({"kind": "Cohort", "metadata": {"name": name}, "spec": spec})
+    if weight is not None:
+        spec["fairSharing"] = {"weight": weight}
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name}, "spec": spec}
+
+
+def make_cohort(name: str, *groups: dict[str, Any], parent: str | None = None) -> CohortSpec:
+    return CohortSpec.from_object(cohort_obj(name, *groups, parent=parent))
 
 
 def make_rf(
@@ -153,8 +165,6 @@ NEVER_TIME = -62135596800.0  # Go's zero time.Time, the creation timestamp of Ku
 
 
 # ---- partial admission (scheduler_test.go TestSchedule) ---------------------------------------------------------
-
-Obj = dict[str, Any]
 
 
 def schedule_tree() -> tuple[QuotaTree, dict[str, ResourceFlavorSpec]]:
