@@ -1,7 +1,6 @@
 """Kueue conformance: ``pkg/scheduler/preemption/preemption_fair_test.go`` (TestFairPreemptions): which workloads
-Kueue's
-fair preemption evicts, and why, for a workload of ``incoming`` CPU asking a flavor in ``Preempt`` mode, against the
-placement model's ``find_preemption_targets`` with fair sharing on (``FairSharingPreemptWithinNominal`` and its
+Kueue's fair preemption evicts, and why, for a workload of ``incoming`` CPU asking a flavor in ``Preempt`` mode, against
+the placement model's ``find_preemption_targets`` with fair sharing on (``FairSharingPreemptWithinNominal`` and its
 other v0.17.0 gates at their defaults). Admitted workloads carry their name as UID and reserved quota at one time,
 as in the Go test; the keys are ``/<name>`` (namespace "")."""
 
