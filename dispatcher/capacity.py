@@ -1,9 +1,11 @@
 """The capacity view of one worker: informers whose events keep a :class:`WorkerCapacity` current.
 
-Per worker, list-then-watch informers follow Kueue's ClusterQueues, Cohorts, ResourceFlavors,
-LocalQueues and Workloads, the Nodes, Kueue's own configuration (for its resource transformations),
-and — once a node shows HAMi's device registration — the Pods, whose HAMi allocation annotations give
-per-GPU usage. Every event changes the in-memory view incrementally; no decision rescans anything.
+Per worker, list-then-watch informers follow Kueue's ClusterQueues, Cohorts, ResourceFlavors, Topologies,
+LocalQueues and Workloads, the Nodes, Kueue's own configuration (for its resource transformations and fair
+sharing), and — once a node shows HAMi's device registration, or the worker's Kueue has a Topology or a TAS
+flavor — the Pods: their HAMi allocation annotations give per-GPU usage, and the pods outside TAS bound to a node
+take from its free capacity in Kueue's TAS view. Every event changes the in-memory view incrementally; no decision
+rescans anything.
 
 The same informers serve the status sync: Workloads owned by our remote copies and our remote copies
 themselves (selected by the origin label) are handed to the service's callbacks.
@@ -51,6 +53,7 @@ _KUEUE_KINDS = {
     "localqueues": ("LocalQueue", True),
     "workloads": ("Workload", True),
     "workloadpriorityclasses": ("WorkloadPriorityClass", False),
+    "topologies": ("Topology", False),
 }
 
 
@@ -169,7 +172,9 @@ class WorkerView:
                 await asyncio.sleep(delay)
         self.discovery_rejected = None
         self._start_informers(served)
-        await asyncio.gather(*(inf.synced.wait() for inf in self.informers.values()))
+        await asyncio.gather(*(inf.synced.wait() for inf in list(self.informers.values())))
+        # The pods informer starts from a node, Topology or flavor event: wait for it too (TAS and HAMi usage).
+        await asyncio.gather(*(inf.synced.wait() for inf in list(self.informers.values())))
         if not self._config_seen:
             self.capacity.set_kueue_config(None)
         if self.capacity.priority_classes is None and "workloadpriorityclasses" in self.informers:
@@ -200,11 +205,12 @@ class WorkerView:
             "localqueues": self._on_local_queue,
             "workloads": self._on_workload,
             "workloadpriorityclasses": self._on_priority_class,
+            "topologies": self._on_topology,
         }
         for plural, handler in handlers.items():
             if plural in served:
                 self._add(plural, Informer(self.client, kueue_resource(plural, version), handler))
-            elif plural != "cohorts":
+            elif plural not in ("cohorts", "topologies"):
                 log.warning("worker %s: Kueue %s does not serve %s", self.name, version, plural)
         self._add("nodes", Informer(self.client, NODES, self._on_node))
         ns, name, _ = KUEUE_CONFIG
@@ -269,6 +275,15 @@ class WorkerView:
             self.capacity.delete_flavor(_name(obj))
         else:
             self.capacity.set_flavor(obj)
+        self._start_pods()
+        self._changed()
+
+    def _on_topology(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        if kind == "DELETED":
+            self.capacity.delete_topology(_name(obj))
+        else:
+            self.capacity.set_topology(obj)
+        self._start_pods()
         self._changed()
 
     def _on_local_queue(self, kind: str, obj: Obj, _old: Obj | None) -> None:
@@ -296,24 +311,34 @@ class WorkerView:
             self.capacity.gpu = WorkerGpus()
         if self.capacity.gpu is not None and self.capacity.gpu.node_event(kind, obj):
             self.capacity.touch()
-        if self.capacity.gpu is not None and not self._pods_started:
-            self._pods_started = True
-            # HAMi usage lives on bound pods; terminal pods hold nothing.
-            self._add(
-                "pods",
-                Informer(
-                    self.client,
-                    PODS,
-                    self._on_pod,
-                    field_selector="status.phase!=Succeeded,status.phase!=Failed",
-                ),
-            )
+        self._start_pods()
         self._changed()
 
+    def _start_pods(self) -> None:
+        """The pods informer, once the worker has HAMi GPUs or uses TAS."""
+        if self._pods_started or (self.capacity.gpu is None and not self.capacity.uses_tas):
+            return
+        self._pods_started = True
+        # HAMi usage lives on bound pods, and so does what TAS counts against a node; terminal pods hold nothing.
+        self._add(
+            "pods",
+            Informer(
+                self.client,
+                PODS,
+                self._on_pod,
+                field_selector="status.phase!=Succeeded,status.phase!=Failed",
+            ),
+        )
+
     def _on_pod(self, kind: str, obj: Obj, _old: Obj | None) -> None:
+        changed = False
         gpu = self.capacity.gpu
         if gpu is not None and gpu.pod_event(kind, obj):
             self.capacity.touch()
+            changed = True
+        if self.capacity.uses_tas and self.capacity.pod_event(kind, obj):
+            changed = True
+        if changed:
             self._changed()
 
     def _on_race_pod(self, kind: str, obj: Obj, _old: Obj | None) -> None:

@@ -158,6 +158,11 @@ class ScoringWeights:
     backlog: float = 0.5
     cluster_weight: float = 0.3
     latency: float = 0.2
+    #: TAS: a pod set with a preferred topology level placed in one domain of it (only for such pod sets).
+    topology: float = 1.0
+    #: Fair sharing: the ClusterQueue's dominant resource share after admission (only when the worker's Kueue has
+    #: fair sharing on).
+    fair_share: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -293,6 +298,8 @@ def _weights(raw: Mapping[str, Any]) -> ScoringWeights:
         "backlog": "backlog",
         "clusterWeight": "cluster_weight",
         "latency": "latency",
+        "topology": "topology",
+        "fairShare": "fair_share",
     }
     problems = _Problems()
     problems.check(_unknown, w, set(names), "policy.weights")

@@ -334,6 +334,7 @@ class PlacementEngine(Evaluator):
             cluster_queue=chosen.cluster_queue,
             usage=chosen.usage,
             gpu=chosen.gpu.allocations if chosen.gpu is not None else {},
+            tas=chosen.tas_usage,
         )
         workers[chosen.cluster].reserve(reservation)
         return reservation

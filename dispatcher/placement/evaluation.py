@@ -17,10 +17,21 @@ from typing import Any
 from ..config import Policy
 from ..quantity import format_kueue_value, kueue_value
 from ..resources import transform
+from .depth import (
+    fair_share,
+    fair_share_json,
+    fair_share_term,
+    missing_topology,
+    placement_words,
+    preemption_words,
+    tas_shortfall,
+    tas_usage,
+    topology_term,
+)
 from .kueue.assignment import FlavorAssignmentMode, preemption_targets
 from .kueue.flavors import assign_flavors
 from .kueue.revalidate import FitCheck, fit_checks
-from .kueue.workloads import PodSetRequest
+from .kueue.workloads import PodSetRequest, pod_requests
 from .partial import PartialAdmission, can_be_partially_admitted, partial_counts
 from .verdicts import GpuFitter, GpuVerdict, Verdict, _ShapeCache
 from .worker import WorkerCapacity
@@ -70,6 +81,13 @@ def _never_fits_quota(w: WorkerCapacity, cq: str, pod_sets: Sequence[PodSetReque
                     f"{format_kueue_value(res, best.get(res, 0))} (nominal quota plus what the cohort can lend)"
                 )
     return None
+
+
+def _tas_requests(ps: PodSetSpec) -> dict[str, int]:
+    """Per-pod requests TAS places by: the template's own requests (``NewRequestsFromPodSpec``: no limits, no
+    transformations)."""
+    spec = (ps.template.get("spec") or {}) if ps.template else {}
+    return pod_requests(spec if isinstance(spec, dict) else {}, limits_as_requests=False)
 
 
 def _pod_set_requests(worker: WorkerCapacity, ps: PodSetSpec) -> dict[str, int]:
@@ -148,7 +166,10 @@ class Evaluator:
                     node_selector=ps.node_selector,
                     tolerations=ps.tolerations,
                     node_affinity=ps.node_affinity,
+                    group=ps.topology.group if ps.topology is not None else None,
                     min_count=ps.min_count,
+                    topology=ps.topology,
+                    tas_requests=_tas_requests(ps),
                 )
                 for ps in wl.pod_sets
             ]
@@ -182,6 +203,9 @@ class Evaluator:
             )
         if cq.is_stopped:
             return Verdict(w.name, False, f"ClusterQueue {cq_name} is stopped (stopPolicy {cq.stop_policy})")
+        inactive = missing_topology(w, cq)
+        if inactive is not None:
+            return Verdict(w.name, False, inactive, cluster_queue=cq_name)
         gpu_worker = w.gpu is not None
         if entry.pod_values is None:
             entry.pod_values = [
@@ -207,20 +231,37 @@ class Evaluator:
                         transient=False,
                     )
         pod_sets = self._kueue_pod_sets(wl, w, entry)
+        fair, tas, now = w.fair_sharing, w.tas, time.time()
         assignment = assign_flavors(
-            w.tree, cq_name, pod_sets, w.flavors, priority=wl.priority, queue_order_time=wl.created, now=time.time()
+            w.tree,
+            cq_name,
+            pod_sets,
+            w.flavors,
+            priority=wl.priority,
+            queue_order_time=wl.created,
+            now=now,
+            fair_sharing=fair,
+            tas=tas,
         )
         mode = assignment.mode
         preempts = 0
+        reasons = ""
         reduced: PartialAdmission | None = None
         if mode is FlavorAssignmentMode.NO_FIT or mode is FlavorAssignmentMode.PREEMPT:
             victims = (
                 preemption_targets(
-                    w.tree, assignment, priority=wl.priority, queue_order_time=wl.created, now=time.time()
+                    w.tree,
+                    assignment,
+                    priority=wl.priority,
+                    queue_order_time=wl.created,
+                    now=now,
+                    fair_sharing=fair,
+                    tas=tas,
                 )
                 if mode is FlavorAssignmentMode.PREEMPT
                 else []
             )
+            full = assignment
             if not victims and can_be_partially_admitted(pod_sets):
                 # Kueue's scheduler tries fewer pods only now: the full counts neither fit nor preempt.
                 reduced = partial_counts(
@@ -230,7 +271,9 @@ class Evaluator:
                     w.flavors,
                     priority=wl.priority,
                     queue_order_time=wl.created,
-                    now=time.time(),
+                    now=now,
+                    fair_sharing=fair,
+                    tas=tas,
                 )
                 if reduced is not None:
                     assignment, victims = reduced.assignment, reduced.targets
@@ -238,11 +281,12 @@ class Evaluator:
                 never = _never_fits_quota(w, cq_name, pod_sets)
                 if never is not None:
                     return Verdict(w.name, False, never, cluster_queue=cq_name, transient=False)
-                why = self._shortfall(w, cq_name, assignment, pod_sets)
+                why = tas_shortfall(w, cq_name, full) or self._shortfall(w, cq_name, full, pod_sets)
                 if can_be_partially_admitted(pod_sets):
                     why += "; fewer pods, down to minCount, do not fit either"
                 return Verdict(w.name, False, why, cluster_queue=cq_name)
             preempts = len(victims)
+            reasons = preemption_words([v.reason for v in victims])
         gpu_verdict: GpuVerdict | None = None
         if entry.wants_gpu is None:
             entry.wants_gpu = self.gpu is not None and self.gpu.wants(wl.pod_sets)
@@ -268,12 +312,19 @@ class Evaluator:
             flavors=flavors,
             preempts=preempts,
             gpu=gpu_verdict,
+            preemption_reasons=reasons,
         )
+        if assignment.tas_requests:
+            verdict.topology = placement_words(assignment)
+            verdict.tas_usage = tas_usage(assignment)
         if reduced is not None:
             requested = sum(ps.count for ps in pod_sets)
             verdict.admitted_share = sum(reduced.counts) / requested if requested else 1.0
             verdict.reduced = reduced.describe(pod_sets)
         verdict.terms = self._terms(w, cq_name, verdict)
+        term = topology_term(assignment)
+        if term is not None:
+            verdict.terms["topology"] = term
         if preempts == 0 and reduced is None:
             # A partial verdict is evaluated afresh each time: its re-validation would have to redo the search.
             self._last_checks = fit_checks(assignment)
@@ -335,4 +386,8 @@ class Evaluator:
             terms["vgpuFit"] = v.gpu.score
         if v.preempts:
             terms["preemption"] = 0.0
+        drs = fair_share(w, cq, v.usage)
+        if drs is not None:
+            terms["fairShare"] = fair_share_term(drs)
+            v.fair_share = fair_share_json(drs)
         return terms

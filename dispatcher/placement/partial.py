@@ -26,7 +26,8 @@ from typing import TypeVar
 from .kueue.assignment import Assignment, FlavorAssignmentMode, preemption_targets
 from .kueue.flavors import assign_flavors
 from .kueue.preemption import PreemptionOracle, PreemptionTarget
-from .kueue.specs import ResourceFlavorSpec
+from .kueue.specs import FairSharingConfig, ResourceFlavorSpec
+from .kueue.tas import TASCache
 from .kueue.tree import QuotaTree
 from .kueue.workloads import PodSetRequest
 
@@ -106,6 +107,8 @@ def partial_counts(
     last_tried_flavor_idx: Sequence[Mapping[str, int]] | None = None,
     ignore_undeclared_resources: bool = False,
     oracle: PreemptionOracle | None = None,
+    fair_sharing: FairSharingConfig | None = None,
+    tas: TASCache | None = None,
 ) -> PartialAdmission | None:
     """The largest reduced counts that Kueue's scheduler would admit, or ``None``.
 
@@ -132,13 +135,21 @@ def partial_counts(
             last_tried_flavor_idx=last_tried_flavor_idx,
             ignore_undeclared_resources=ignore_undeclared_resources,
             oracle=oracle,
+            fair_sharing=fair_sharing,
+            tas=tas,
         )
         mode = assignment.mode
         if mode is FlavorAssignmentMode.FIT:
             return PartialAdmission(tuple(counts), assignment), True
         if mode is FlavorAssignmentMode.PREEMPT:
             targets = preemption_targets(
-                tree, assignment, priority=priority, queue_order_time=queue_order_time, now=now
+                tree,
+                assignment,
+                priority=priority,
+                queue_order_time=queue_order_time,
+                now=now,
+                fair_sharing=fair_sharing,
+                tas=tas,
             )
             if targets:
                 return PartialAdmission(tuple(counts), assignment, targets), True

@@ -12,6 +12,11 @@ term left out when it does not apply:
 - ``clusterWeight``: the worker's configured weight over the largest weight among the workers (all of them, so
   that a worker's score does not depend on which others can take the workload).
 - ``latency``: ``1 / (1 + seconds / 0.1)`` of the worker's recent API latency.
+- ``topology``: TAS, for pod sets with a preferred topology level: 1 when the worker's Kueue places them in one
+  domain of that level, ``1/n`` when over ``n`` (:mod:`.depth`).
+- ``fairShare``: fair sharing on the worker's Kueue: ``1 / (1 + share / 1000)`` of the ClusterQueue's dominant
+  resource share after admission (1 when it does not borrow): a lower share wins Kueue's admission tournament
+  and is the last to be preempted (:mod:`.depth`).
 
 A worker whose Kueue would have to preempt lower-priority workloads to admit is feasible but its
 score is quartered, so it wins only when no worker can take the workload without preempting. A worker
@@ -41,6 +46,8 @@ TERM_WEIGHT = {
     "backlog": "backlog",
     "clusterWeight": "cluster_weight",
     "latency": "latency",
+    "topology": "topology",
+    "fairShare": "fair_share",
 }
 
 _PHRASES = {
@@ -48,6 +55,8 @@ _PHRASES = {
     "backlog": "shortest queue of waiting workloads",
     "clusterWeight": "highest cluster weight",
     "latency": "fastest API",
+    "topology": "its preferred topology domain holds every pod",
+    "fairShare": "lowest fair-sharing share after admission",
 }
 
 
@@ -130,7 +139,16 @@ def summary(best: Verdict | None, runner: Verdict | None, verdicts: Sequence[Ver
         else:
             why = _PHRASES.get(term, term)
     if best.preempts:
-        why += f"; its Kueue will preempt {best.preempts} lower-priority workload(s)"
+        kinds = f" ({best.preemption_reasons})" if best.preemption_reasons else ""
+        why += f"; its Kueue will preempt {best.preempts} workload(s){kinds}"
+    if best.topology:
+        why += f"; topology: {best.topology}"
+    if best.fair_share is not None and best.fair_share.get("share"):
+        fs = best.fair_share
+        why += (
+            f"; fair sharing: ClusterQueue {best.cluster_queue}'s dominant resource share becomes {fs['share']} "
+            f"({fs['resource']}, weight {fs['weight']:g})"
+        )
     if best.reduced:
         why += f"; partial admission: {best.reduced} on {best.cluster}"
     return f"placed on {best.cluster}, score {best.score:.2f}: {why}"

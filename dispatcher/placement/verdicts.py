@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from .kueue.amounts import FlavorResource
 from .kueue.revalidate import FitCheck
+from .kueue.topology import TASUsage
 from .kueue.workloads import PodSetRequest
 from .worker import WorkerCapacity
 from .workload import PodSetSpec
@@ -71,6 +72,14 @@ class Verdict:
     #: and what it admits, e.g. ``fits 6 of 8 pods (minCount 4)``.
     admitted_share: float = 1.0
     reduced: str = ""
+    #: TAS: where the pod sets go (``pod set main: 8 pods in one rack``), and the domains they take, for the
+    #: reservation.
+    topology: str = ""
+    tas_usage: tuple[TASUsage, ...] = ()
+    #: Fair sharing: the ClusterQueue's dominant resource share after admission (``depth.fair_share_json``).
+    fair_share: dict[str, Any] | None = None
+    #: The Preempted reasons of the workloads Kueue would evict, counted (``2 (InCohortFairSharing)``).
+    preemption_reasons: str = ""
 
     def to_json(self) -> Obj:
         out: Obj = {"cluster": self.cluster, "feasible": self.feasible}
@@ -81,8 +90,14 @@ class Verdict:
             out["flavors"] = self.flavors
             if self.preempts:
                 out["preempts"] = self.preempts
+                if self.preemption_reasons:
+                    out["preemptionReasons"] = self.preemption_reasons
             if self.reduced:
                 out["partial"] = self.reduced
+            if self.topology:
+                out["topology"] = self.topology
+            if self.fair_share is not None:
+                out["fairShare"] = self.fair_share
         if self.reason:
             out["reason"] = self.reason
         return out

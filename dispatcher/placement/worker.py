@@ -1,8 +1,10 @@
 """What one worker cluster can take: its Kueue queues and quota, its nodes, its HAMi GPUs.
 
 A :class:`WorkerCapacity` is plain state, changed incrementally by ``dispatcher.capacity`` from watch
-events (ClusterQueues, Cohorts, ResourceFlavors, LocalQueues, Workloads, Nodes, Pods, Kueue's
-configuration) and by the placement engine's reservations. Nothing here does I/O. Every change takes a new
+events (ClusterQueues, Cohorts, ResourceFlavors, Topologies, LocalQueues, Workloads, Nodes, Pods, Kueue's
+configuration, with its fair sharing) and by the placement engine's reservations. Its :attr:`WorkerCapacity.tas`
+is Kueue's TAS view of the cluster: Topologies, the Ready nodes and their labels, the pods outside TAS and the
+topology domains admitted TAS workloads (and our reservations) hold. Nothing here does I/O. Every change takes a new
 :attr:`WorkerCapacity.version` from one process-wide sequence and is written to the :data:`JOURNAL`, so the engine
 visits only the workers that changed since it last decided a workload of a shape, not every worker. A change
 that only adds one of our reservations records its scope (the quota tree it used, whether it took GPUs): a
@@ -24,9 +26,11 @@ from typing import Any
 from ..quantity import QuantityError, kueue_value, parse_quantity
 from ..resources import ResourceTransformation
 from .kueue.amounts import FlavorResource
-from .kueue.specs import ClusterQueueSpec, CohortSpec, ResourceFlavorSpec
+from .kueue.specs import ClusterQueueSpec, CohortSpec, FairSharingConfig, ResourceFlavorSpec
+from .kueue.tas import TASCache, node_from_object, non_tas_pod_usage
+from .kueue.topology import TASUsage, TopologySpec
 from .kueue.tree import QuotaTree
-from .kueue.workloads import AdmittedWorkload
+from .kueue.workloads import AdmittedWorkload, pod_requests
 
 __all__ = ["JOURNAL", "ChangeJournal", "NodeInfo", "Reservation", "Scope", "WorkerCapacity"]
 
@@ -98,6 +102,13 @@ class Reservation:
     usage: Mapping[FlavorResource, int]
     #: HAMi devices assumed taken: node -> [(device id, mem MiB, cores, slots)].
     gpu: Mapping[str, list[tuple[str, int, int, int]]] = field(default_factory=dict)
+    #: TAS: the topology domains the placement's pods were predicted to take.
+    tas: tuple[TASUsage, ...] = ()
+
+
+def _reservation_key(uid: str) -> str:
+    """The TAS cache key of a reservation's topology usage (never a Workload's ``namespace/name``)."""
+    return f"reservation:{uid}"
 
 
 def _condition_true(obj: Mapping[str, Any], ctype: str) -> bool:
@@ -143,6 +154,10 @@ class WorkerCapacity:
         self.local_queues: dict[tuple[str, str], str] = {}
         self.transformations: tuple[ResourceTransformation, ...] = ()
         self.excluded_prefixes: tuple[str, ...] = ()
+        #: Kueue's fair sharing (``None``: off, classical admission order and preemption).
+        self.fair_sharing: FairSharingConfig | None = None
+        #: Kueue's TAS cache for this cluster (Topologies, nodes, pods outside TAS, TAS usage).
+        self.tas = TASCache()
         #: Equal for workers whose Kueue configuration turns requests into the same quota usage.
         self.kueue_config_key = repr(((), ()))
         #: Remote Workload key (namespace/name) -> ClusterQueue, for admitted workloads (usage in the tree).
@@ -249,6 +264,8 @@ class WorkerCapacity:
         for key, admitted in self._awaiting_cq.pop(spec.name, {}).items():
             self._admitted[key] = admitted.cluster_queue
             self.tree.add_workload(admitted)
+            if admitted.tas_usage:
+                self.tas.add_workload(admitted.key, admitted.tas_usage)
         self.touch()
 
     def delete_cluster_queue(self, name: str) -> None:
@@ -276,6 +293,23 @@ class WorkerCapacity:
         self.flavors.pop(name, None)
         self.touch()
 
+    def set_topology(self, obj: Obj) -> None:
+        try:
+            spec = TopologySpec.from_object(obj)
+        except ValueError:
+            return
+        self.tas.set_topology(spec)
+        self.touch()
+
+    def delete_topology(self, name: str) -> None:
+        self.tas.delete_topology(name)
+        self.touch()
+
+    @property
+    def uses_tas(self) -> bool:
+        """Whether Kueue here has Topologies or TAS flavors (the pods informer then feeds the TAS view)."""
+        return bool(self.tas.topologies) or any(f.topology_name for f in self.flavors.values())
+
     def set_local_queue(self, obj: Obj) -> None:
         meta = obj.get("metadata") or {}
         cq = (obj.get("spec") or {}).get("clusterQueue")
@@ -291,7 +325,8 @@ class WorkerCapacity:
         self.touch()
 
     def set_kueue_config(self, config: Mapping[str, Any] | None) -> None:
-        """Kueue's Configuration (resource transformations, excluded prefixes) from its ConfigMap."""
+        """Kueue's Configuration (resource transformations, excluded prefixes, fair sharing) from its ConfigMap."""
+        self.fair_sharing = FairSharingConfig.from_config(config)
         resources = (config or {}).get("resources") or {}
         try:
             self.transformations = tuple(
@@ -328,6 +363,8 @@ class WorkerCapacity:
                 if admitted.cluster_queue in self.cluster_queues:
                     self._admitted[key] = admitted.cluster_queue
                     self.tree.add_workload(admitted)
+                    if admitted.tas_usage:
+                        self.tas.add_workload(admitted.key, admitted.tas_usage)
                 else:
                     self._awaiting_cq.setdefault(admitted.cluster_queue, {})[key] = admitted
         elif not finished:
@@ -344,6 +381,7 @@ class WorkerCapacity:
         cq = self._admitted.pop(key, None)
         if cq is not None:
             self.tree.remove_workload(cq, key)
+            self.tas.remove_workload(key)
         pcq = self._pending.pop(key, None)
         if pcq is not None:
             self.pending_by_cq[pcq] -= 1
@@ -360,6 +398,7 @@ class WorkerCapacity:
         name = str(meta.get("name", ""))
         if kind == "DELETED":
             self.nodes.pop(name, None)
+            self.tas.delete_node(name)
         else:
             alloc: dict[str, int] = {}
             for res, qty in ((obj.get("status") or {}).get("allocatable") or {}).items():
@@ -375,8 +414,29 @@ class WorkerCapacity:
                 allocatable=alloc,
                 unschedulable=bool(spec.get("unschedulable")),
             )
+            self.tas.set_node(*node_from_object(obj))
         self._recompute_max_node()
         self.touch()
+
+    def pod_event(self, kind: str, obj: Obj) -> bool:
+        """A pod, for the TAS view: bound and not terminated, outside TAS, it takes its requests from its node
+        (Kueue's non-TAS usage cache). Returns whether the view changed."""
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        before = self.tas.version
+        if kind == "DELETED":
+            self.tas.delete_pod(key)
+        else:
+            spec = obj.get("spec") or {}
+            try:
+                requests = pod_requests(spec, limits_as_requests=False)
+            except QuantityError:
+                requests = {}
+            self.tas.set_pod(key, non_tas_pod_usage(obj, requests))
+        if self.tas.version == before:
+            return False
+        self.touch()
+        return True
 
     def _recompute_max_node(self) -> None:
         best: dict[str, int] = {}
@@ -400,6 +460,11 @@ class WorkerCapacity:
         took_gpus = self.gpu is not None and bool(reservation.gpu)
         if took_gpus:
             self.gpu.assume(reservation.uid, reservation.gpu)
+        if reservation.tas:
+            # Topology domains are shared by every ClusterQueue using the flavor: anything may have changed.
+            self.tas.add_workload(_reservation_key(reservation.uid), reservation.tas)
+            self.touch()
+            return
         root = self.quota_root(reservation.cluster_queue)
         # Only usage was added: verdicts elsewhere stand, and Fit verdicts in this tree can be re-validated.
         self.touch((root, took_gpus) if root is not None else None)
@@ -412,6 +477,7 @@ class WorkerCapacity:
         if reservation is None or not reservation.usage:
             return False
         self.tree.remove_usage(reservation.cluster_queue, reservation.usage)
+        self.tas.remove_workload(_reservation_key(uid))
         self._in_flight -= 1
         if reservation.gpu:
             self.reservations[uid] = Reservation(reservation.uid, reservation.cluster_queue, {}, reservation.gpu)
@@ -426,6 +492,7 @@ class WorkerCapacity:
             if reservation.usage:
                 self._in_flight -= 1
                 self.tree.remove_usage(reservation.cluster_queue, reservation.usage)
+                self.tas.remove_workload(_reservation_key(uid))
             if self.gpu is not None and reservation.gpu:
                 self.gpu.forget(uid)
             self.touch()

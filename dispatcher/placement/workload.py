@@ -15,6 +15,7 @@ from typing import Any
 
 from ..quantity import parse_quantity
 from .kueue.specs import NodeSelectorRequirement, Toleration
+from .kueue.topology import TopologyRequest, topology_request
 from .kueue.workloads import pod_constraints
 
 __all__ = ["PendingWorkload", "PodSetSpec"]
@@ -35,6 +36,8 @@ class PodSetSpec:
     template: Mapping[str, Any] = field(default_factory=dict)
     #: Kueue's ``minCount``: the worker's Kueue may admit as few pods when all do not fit (partial admission).
     min_count: int | None = None
+    #: Kueue's TAS request, from the template's ``kueue.x-k8s.io/podset-*-topology`` annotations (``None``: none).
+    topology: TopologyRequest | None = None
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> PodSetSpec:
@@ -43,6 +46,7 @@ class PodSetSpec:
         pod_spec = template.get("spec") if isinstance(template, Mapping) else None
         node_selector, tolerations, affinity = pod_constraints(pod_spec if isinstance(pod_spec, Mapping) else {})
         min_count = raw.get("minCount")
+        annotations = (template.get("metadata") or {}).get("annotations") if isinstance(template, Mapping) else None
         return cls(
             name=str(raw.get("name", "main")),
             count=int(raw.get("count", 1)),
@@ -52,6 +56,7 @@ class PodSetSpec:
             node_affinity=affinity,
             template=template,
             min_count=int(min_count) if min_count is not None else None,
+            topology=topology_request(annotations) if isinstance(annotations, Mapping) else None,
         )
 
     def shape(self) -> tuple[Any, ...]:
@@ -64,6 +69,7 @@ class PodSetSpec:
             self.node_affinity,
             _gpu_shape(self.template),
             self.min_count,
+            self.topology,
         )
 
 

@@ -177,12 +177,13 @@ NEEDS: tuple[Need, ...] = (
     # strategy allAtOnce/incremental: the race's scheduling gate lifted from the winning copy's pods.
     Need(WORKER, "", "pods", ("patch",), "dispatcher/race.py: await client.patch(",
          audit="the run below uses the scored strategy (tests/service/test_strategies.py races copies)"),
-    # Kueue's quota tree, queues, the Workloads of our copies, and the priority classes a copy may name.
+    # Kueue's quota tree, queues, the Workloads of our copies, the priority classes a copy may name, and the
+    # Topologies of TAS flavors.
     *(
         Need(WORKER, K, plural, ("list", "watch"),
              "dispatcher/capacity.py: Informer(self.client, kueue_resource(plural, version), handler)")
         for plural in ("clusterqueues", "cohorts", "resourceflavors", "localqueues", "workloads",
-                       "workloadpriorityclasses")
+                       "workloadpriorityclasses", "topologies")
     ),
     # Kueue's Configuration (resource transformations): one ConfigMap, by a metadata.name field selector.
     Need(WORKER, "", "configmaps", ("list", "watch"), "dispatcher/capacity.py: Informer(self.client, CONFIGMAPS,",

@@ -252,9 +252,9 @@ class TargetOrdering:
         while root.parent is not None:
             root = root.parent
         while root.name not in self.pruned_cohorts:
-            target = self._next(root)
-            if target is not None:
-                yield target
+            found = self._next(root)
+            if found is not None:
+                yield found
 
     def _next(self, cohort: _Node) -> TargetClusterQueue | None:
         """``nextTarget``."""

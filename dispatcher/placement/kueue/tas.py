@@ -21,8 +21,8 @@ from typing import Any
 from dispatcher.quantity import QuantityError, kueue_value
 
 from .specs import ResourceFlavorSpec, Taint, _list, _map, _str
-from .tassnapshot import TASNode, TopologyFlavorSnapshot
-from .topology import TASUsage, TopologySpec
+from .tassnapshot import TopologyFlavorSnapshot
+from .topology import TASNode, TASUsage, TopologySpec
 
 __all__ = ["TASCache", "node_from_object", "non_tas_pod_usage"]
 
