@@ -151,8 +151,8 @@ def fair_share_json(drs: DRS) -> dict[str, Any]:
 
 
 def preemption_words(reasons: Sequence[str]) -> str:
-    """``2 (InCohortFairSharing), 1 (InClusterQueue)``."""
+    """The Preempted reasons Kueue would write, counted: ``InCohortFairSharing: 2, InClusterQueue: 1``."""
     counts: dict[str, int] = {}
     for r in reasons:
         counts[r] = counts.get(r, 0) + 1
-    return ", ".join(f"{n} ({r})" for r, n in counts.items())
+    return ", ".join(f"{r}: {n}" for r, n in counts.items())

@@ -78,7 +78,7 @@ class Verdict:
     tas_usage: tuple[TASUsage, ...] = ()
     #: Fair sharing: the ClusterQueue's dominant resource share after admission (``depth.fair_share_json``).
     fair_share: dict[str, Any] | None = None
-    #: The Preempted reasons of the workloads Kueue would evict, counted (``2 (InCohortFairSharing)``).
+    #: The Preempted reasons of the workloads Kueue would evict, counted (``InCohortFairSharing: 2``).
     preemption_reasons: str = ""
 
     def to_json(self) -> Obj:

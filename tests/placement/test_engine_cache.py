@@ -329,3 +329,183 @@ def test_the_engine_keeps_a_bounded_number_of_shapes_and_decides_the_same_after_
         wl.pod_sets = (_pod_set("main", 1, f"{cpu}/10"),)
         assert _snapshot(engine.decide(wl, workers)) == _snapshot(PlacementEngine(Policy(), None).decide(wl, workers))
         assert len(engine._cache) <= 20
+
+
+# ---- fair sharing and topology aware scheduling ---------------------------------------------------------------
+
+BLOCK, RACK, HOST = "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname"
+
+
+def _tas_node(worker: str, rack: str, i: int, cpu: str = "4") -> Obj:
+    name = f"{worker}-{rack}-{i}"
+    return {
+        "metadata": {"name": name, "labels": {BLOCK: "b1", RACK: rack, HOST: name, "tas": "true"}},
+        "spec": {},
+        "status": {"allocatable": {"cpu": cpu, "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def _tas_worker(name: str) -> WorkerCapacity:
+    """A worker whose ClusterQueue uses a TAS flavor over two racks of 3 nodes (4 CPU each)."""
+    w = WorkerCapacity(name, max_in_flight=12)
+    w.set_topology(
+        {"metadata": {"name": "default"}, "spec": {"levels": [{"nodeLabel": k} for k in (BLOCK, RACK, HOST)]}}
+    )
+    w.set_flavor({"metadata": {"name": "tas"}, "spec": {"nodeLabels": {"tas": "true"}, "topologyName": "default"}})
+    w.set_cluster_queue(
+        {
+            "metadata": {"name": "team"},
+            "spec": {
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu"],
+                        "flavors": [{"name": "tas", "resources": [{"name": "cpu", "nominalQuota": "40"}]}],
+                    }
+                ],
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+            },
+        }
+    )
+    w.set_local_queue({"metadata": {"name": "user-queue", "namespace": "default"}, "spec": {"clusterQueue": "team"}})
+    for rack in ("r1", "r2"):
+        for i in (1, 2, 3):
+            w.node_event("ADDED", _tas_node(name, rack, i))
+    w.health = "Ready"
+    w.synced = True
+    return w
+
+
+def _fair_worker(name: str) -> WorkerCapacity:
+    """A worker with fair sharing on: ClusterQueue team (weight 2) and other share a cohort."""
+    w = WorkerCapacity(name, max_in_flight=12)
+    w.set_kueue_config({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "fairSharing": {}})
+    w.set_flavor(_flavor("default-flavor", labels={"zone": "a"}))
+    w.set_flavor(_flavor("spot", taint=True))
+    w.set_cohort({"metadata": {"name": "pool"}, "spec": {}})
+    team = _cluster_queue("team", "6", cohort="pool")
+    team["spec"]["fairSharing"] = {"weight": "2"}
+    team["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"}
+    w.set_cluster_queue(team)
+    w.set_cluster_queue(_cluster_queue("other", "10", cohort="pool"))
+    w.set_local_queue({"metadata": {"name": "user-queue", "namespace": "default"}, "spec": {"clusterQueue": "team"}})
+    for n in (_cpu_node(f"{name}-cpu"), _cpu_node(f"{name}-spot", spot=True)):
+        w.node_event("ADDED", n)
+    w.health = "Ready"
+    w.synced = True
+    return w
+
+
+def _tas_pod_set(count: int, cpu: str, **annotations: str) -> PodSetSpec:
+    keys = {
+        "required": "kueue.x-k8s.io/podset-required-topology",
+        "preferred": "kueue.x-k8s.io/podset-preferred-topology",
+        "unconstrained": "kueue.x-k8s.io/podset-unconstrained-topology",
+    }
+    template: Obj = {
+        "metadata": {"annotations": {keys[k]: v for k, v in annotations.items()}},
+        "spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": cpu}}}]},
+    }
+    return PodSetSpec.from_json({"name": "main", "count": count, "requests": {"cpu": cpu}, "template": template})
+
+
+TAS_SHAPES: list[tuple[PodSetSpec, ...]] = [
+    (_tas_pod_set(4, "2", required=RACK),),
+    (_tas_pod_set(6, "2", required=RACK),),
+    (_tas_pod_set(5, "2", preferred=RACK),),
+    (_tas_pod_set(3, "1", unconstrained="true"),),
+    (_tas_pod_set(2, "3", required=HOST),),
+    (_pod_set("main", 2, "2"),),
+    (_pod_set("main", 3, "3", spot=True),),
+]
+
+
+def _tas_admitted(name: str, worker: str, rack: str, count: int, cpu: int) -> Obj:
+    wl = _admitted(name, cpu * count)
+    psa = wl["status"]["admission"]["podSetAssignments"][0]
+    psa["flavors"] = {"cpu": "tas"}
+    psa["count"] = count
+    psa["topologyAssignment"] = {
+        "levels": [HOST],
+        "slices": [
+            {
+                "domainCount": 1,
+                "valuesPerLevel": [{"universal": f"{worker}-{rack}-1"}],
+                "podCounts": {"universal": count},
+            }
+        ],
+    }
+    return wl
+
+
+def _pod(name: str, node: str, cpu: str) -> Obj:
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def _snapshot_depth(d: Decision) -> tuple[Any, ...]:
+    return (
+        *_snapshot(d),
+        [(v.cluster, v.topology, v.fair_share, v.preemption_reasons, sorted(v.terms.items())) for v in d.verdicts],
+    )
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_decisions_with_fair_sharing_and_tas_equal_fresh_evaluation(seed: int) -> None:
+    rng = random.Random(1000 + seed)
+    workers = [
+        _tas_worker("tas-e"),
+        _tas_worker("tas-g"),
+        _fair_worker("fair-f"),
+        _worker("cpu-d", gpu=False, cohort=False),
+    ]
+    by_name = {w.name: w for w in workers}
+    policy = Policy()
+    engine = PlacementEngine(policy, None)
+    held: list[tuple[str, str]] = []
+    admitted: list[tuple[str, str]] = []
+    stats = {"tas": 0, "fair": 0, "placed": 0}
+    for step in range(300):
+        roll = rng.random()
+        w = rng.choice(workers)
+        if roll < 0.65:
+            wl = _workload(rng)
+            wl.selector, wl.excluded, wl.kind = None, frozenset(), ""
+            wl.pod_sets = rng.choice(TAS_SHAPES)
+            got = engine.decide(wl, workers)
+            want = PlacementEngine(policy, None).decide(wl, workers)
+            assert _snapshot_depth(got) == _snapshot_depth(want), f"seed {seed} step {step}"
+            stats["tas"] += any(v.topology for v in got.verdicts)
+            stats["fair"] += any(v.fair_share for v in got.verdicts)
+            if got.chosen is not None and rng.random() < 0.8:
+                engine.reserve(got, by_name)
+                held.append((got.chosen.cluster, wl.uid))
+                stats["placed"] += 1
+        elif roll < 0.73 and held:
+            cluster, uid = held.pop(rng.randrange(len(held)))
+            by_name[cluster].release(uid)
+        elif roll < 0.77 and held:
+            cluster, uid = rng.choice(held)
+            by_name[cluster].settle(uid)
+        elif roll < 0.84:
+            name = f"adm-{step}"
+            if w.name.startswith("tas"):
+                w.workload_event("ADDED", _tas_admitted(name, w.name, rng.choice(["r1", "r2"]), 2, 1))
+            else:
+                w.workload_event("ADDED", _admitted(name, rng.choice([1, 2, 3]), priority=rng.choice([0, 5])))
+            admitted.append((w.name, name))
+        elif roll < 0.88 and admitted:
+            cluster, name = admitted.pop(rng.randrange(len(admitted)))
+            by_name[cluster].workload_event("DELETED", _admitted(name, 1))
+        elif roll < 0.94 and w.name.startswith("tas"):
+            pod = _pod(
+                f"p-{step}", f"{w.name}-{rng.choice(['r1', 'r2'])}-{rng.choice([1, 2, 3])}", rng.choice(["1", "3"])
+            )
+            w.pod_event("ADDED" if rng.random() < 0.7 else "DELETED", pod)
+        elif roll < 0.97 and w.name.startswith("tas"):
+            w.node_event("MODIFIED", _tas_node(w.name, "r1", 2, cpu=rng.choice(["1", "4", "8"])))
+        else:
+            w.cordoned = not w.cordoned
+    assert stats["tas"] > 8 and stats["fair"] > 8 and stats["placed"] > 20, stats
