@@ -10,7 +10,8 @@ One :class:`KueueController` plays the parts a real ``kueue-controller-manager``
   ConfigMap);
 * :mod:`.kueue_workloads`: the **workload controller**;
 * :mod:`.kueue_reconciler`: the **job reconciler** (``jobframework``);
-* :mod:`.kueue_status`: the **ClusterQueue / LocalQueue status** reconcilers, coalesced per queue.
+* :mod:`.kueue_status`: the **ClusterQueue / LocalQueue status** reconcilers, coalesced per queue;
+* :mod:`.kueue_tas`: the **topology ungater** (TAS pods get their domain's node selector and lose their gate).
 
 It acts only through the API, so every write meets the real validation, conflicts and status-subresource rules.
 Scheduling is event driven: a cycle runs when something that could change an admission decision happens, and
@@ -26,12 +27,15 @@ from ..kueue.queues import ClusterQueueQueue
 from .kueue_reconciler import JobReconcilerMixin
 from .kueue_scheduler import SchedulerMixin
 from .kueue_status import QueueStatusMixin
+from .kueue_tas import TopologyUngaterMixin
 from .kueue_workloads import WorkloadControllerMixin
 
 __all__ = ["ClusterQueueQueue", "KueueController"]
 
 
-class KueueController(SchedulerMixin, WorkloadControllerMixin, JobReconcilerMixin, QueueStatusMixin):
+class KueueController(
+    TopologyUngaterMixin, SchedulerMixin, WorkloadControllerMixin, JobReconcilerMixin, QueueStatusMixin
+):
     """The Kueue controller manager of one simulated cluster (see the module docstring)."""
 
     def reconcile(self, key: Hashable) -> None:
@@ -47,3 +51,5 @@ class KueueController(SchedulerMixin, WorkloadControllerMixin, JobReconcilerMixi
             self._reconcile_cq_status(key[1])
         elif kind == "lqstatus":
             self._reconcile_lq_status(key[1], key[2])
+        elif kind == "ungate":
+            self._reconcile_ungate(key[1], key[2])

@@ -22,8 +22,9 @@ from ..api import Admission, Api
 from ..errors import ApiError
 from ..kueue.queues import ClusterQueueQueue, order_key, queue_order_timestamp
 from ..kueue.quota import AdmittedWorkload, QuotaTree
-from ..kueue.requests import FlavorResource, PodSet
+from ..kueue.requests import FlavorResource, PodSet, pod_requests, resource_value
 from ..kueue.specs import ClusterQueueSpec, CohortSpec, FlavorSpec
+from ..kueue.tas import TasState
 from ..patch import clone
 from ..store import StoreEvent
 from ..topology import KUEUE_CONFIG_KEY, KUEUE_CONFIG_NAME, KUEUE_CONFIG_NAMESPACE
@@ -43,7 +44,7 @@ from .kueue_model import (
     set_finished_condition,
 )
 
-__all__ = ["COHORT", "CQ", "LQ", "RF", "WL", "WPC", "KueueBase", "LqKey", "Obj", "WlKey"]
+__all__ = ["COHORT", "CQ", "LQ", "RF", "TOPO", "WL", "WPC", "KueueBase", "LqKey", "Obj", "WlKey"]
 
 log = logging.getLogger("kubesim.kueue")
 
@@ -57,6 +58,7 @@ LQ = "localqueues.kueue.x-k8s.io"
 RF = "resourceflavors.kueue.x-k8s.io"
 COHORT = "cohorts.kueue.x-k8s.io"
 WPC = "workloadpriorityclasses.kueue.x-k8s.io"
+TOPO = "topologies.kueue.x-k8s.io"
 
 #: Least time between two status writes of one ClusterQueue or LocalQueue.
 STATUS_PERIOD = 0.15
@@ -106,8 +108,11 @@ class KueueBase(Controller):
             LQ,
             RF,
             COHORT,
+            TOPO,
             "configmaps",
             "namespaces",
+            "nodes",
+            "pods",
         )
         for key, integration in self.integrations.items():
             api.add_mutating_hook(key, self._webhook(integration))
@@ -131,6 +136,8 @@ class KueueBase(Controller):
         self._wl_owner: dict[WlKey, tuple[str, str, str]] = {}
         self._owned: dict[tuple[str, str, str], set[str]] = {}
         self._ns_labels: dict[str, dict[str, str]] = {}
+        #: TAS: Topologies, Ready nodes, pods outside TAS, the topology usage of admitted Workloads.
+        self.tas = TasState()
         self._config = KueueConfig()
         self._config_text: str | None = None
         self._config_version = 0
@@ -162,6 +169,12 @@ class KueueBase(Controller):
         cm = store.get("configmaps", KUEUE_CONFIG_NAMESPACE, KUEUE_CONFIG_NAME)
         if cm is not None:
             self._sync_config(cm)
+        for obj in store.iter_all(TOPO):
+            self._sync_topology(obj["metadata"]["name"])
+        for obj in store.iter_all("nodes"):
+            self.tas.set_node(obj, obj["metadata"]["name"])
+        for obj in store.iter_all("pods"):
+            self._sync_pod(obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
         for obj in store.iter_all(COHORT):
             self._sync_cohort(obj["metadata"]["name"])
         for obj in store.iter_all(CQ):
@@ -202,7 +215,13 @@ class KueueBase(Controller):
         if resource in self.integrations:
             return [("job", resource, ns, name)]
         if resource == WL:
-            return self._sync_workload(ns, name)
+            keys = self._sync_workload(ns, name)
+            current = self.api.store.get(WL, ns, name)
+            if current is not None and self.tas.topologies:
+                psas = ((current.get("status") or {}).get("admission") or {}).get("podSetAssignments") or ()
+                if any(p.get("topologyAssignment") for p in psas):
+                    keys.append(("ungate", ns, name))
+            return keys
         if resource == CQ:
             return self._sync_cluster_queue(name)
         if resource == LQ:
@@ -211,6 +230,18 @@ class KueueBase(Controller):
             return self._sync_flavor(name)
         if resource == COHORT:
             return self._sync_cohort(name)
+        if resource == TOPO:
+            return self._sync_topology(name)
+        if resource == "nodes":
+            changed = self.tas.set_node(self.api.store.get("nodes", "", name), name)
+            return self._requeue_everything() if changed and self.tas.topologies else []
+        if resource == "pods":
+            changed = self._sync_pod(ns, name)
+            return (
+                (self._requeue_everything() + self._ungate_keys(ns, name))
+                if changed and self.tas.topologies
+                else (self._ungate_keys(ns, name))
+            )
         if resource == "configmaps":
             if ns == KUEUE_CONFIG_NAMESPACE and name == KUEUE_CONFIG_NAME:
                 return self._sync_config(self.api.store.get("configmaps", ns, name))
@@ -260,6 +291,34 @@ class KueueBase(Controller):
                 return []
             self._flavors[name] = spec
         return self._structure_changed(self._cq_specs)
+
+    def _sync_topology(self, name: str) -> list[Hashable]:
+        obj = self.api.store.get(TOPO, "", name)
+        levels = (
+            tuple(str(level.get("nodeLabel") or "") for level in (obj.get("spec") or {}).get("levels") or ())
+            if obj is not None and not obj["metadata"].get("deletionTimestamp")
+            else None
+        )
+        if self.tas.topologies.get(name) == levels:
+            return []
+        if levels is None:
+            self.tas.topologies.pop(name, None)
+        else:
+            self.tas.topologies[name] = levels
+        return self._structure_changed(self._cq_specs)
+
+    def _sync_pod(self, ns: str, name: str) -> bool:
+        """TAS: a pod outside TAS bound to a node takes its requests from the node (``nonTasUsageCache``)."""
+        pod = self.api.store.get("pods", ns, name)
+        requests: dict[str, int] = {}
+        if pod is not None:
+            spec = pod.get("spec") or {}
+            requests = {r: resource_value(r, a) for r, a in pod_requests(spec, limits=False).items()}
+        return self.tas.set_pod((ns, name), pod, requests)
+
+    def _ungate_keys(self, ns: str, name: str) -> list[Hashable]:
+        """Hook for the topology ungater (the controller adds it)."""
+        return []
 
     def _sync_cohort(self, name: str) -> list[Hashable]:
         obj = self.api.store.get(COHORT, "", name)
@@ -360,10 +419,19 @@ class KueueBase(Controller):
         obj = self._cq_objs.get(name)
         if obj is not None and obj["metadata"].get("deletionTimestamp"):
             return False
-        return not self._missing_flavors(spec)
+        return not self._missing_flavors(spec) and not self._missing_topologies(spec)
 
     def _missing_flavors(self, spec: ClusterQueueSpec) -> list[str]:
         return [f for f in spec.flavor_names() if f not in self._flavors]
+
+    def _missing_topologies(self, spec: ClusterQueueSpec) -> list[tuple[str, str]]:
+        """``isTASViolated``: (Topology, flavor) for each TAS flavor whose Topology does not exist."""
+        out = []
+        for f in spec.flavor_names():
+            flavor = self._flavors.get(f)
+            if flavor is not None and flavor.topology is not None and flavor.topology not in self.tas.topologies:
+                out.append((flavor.topology, f))
+        return out
 
     def _sync_workload(self, ns: str, name: str) -> list[Hashable]:
         """Bring the cache in line with the stored Workload: quota held, pending queue membership, indexes."""
@@ -488,6 +556,7 @@ class KueueBase(Controller):
             if old.cq != wl.cluster_queue:
                 self.tree.remove_workload(old.cq, f"{key[0]}/{key[1]}")
         self.tree.add_workload(wl)
+        self.tas.add_workload(wl.key, wl.tas)
         new = _Reserved(wl.cluster_queue, lq, dict(wl.usage), admitted)
         self._reserved[key] = new
         self._account(new, +1)
@@ -503,6 +572,7 @@ class KueueBase(Controller):
         self._account(old, -1)
         if old.cq in self._cq_specs:
             self.tree.remove_workload(old.cq, f"{key[0]}/{key[1]}")
+        self.tas.remove_workload(f"{key[0]}/{key[1]}")
         self._mark_status(old.cq, old.lq)
         return old
 

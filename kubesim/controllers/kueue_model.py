@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from ..api import now_rfc3339 as _api_now
+from ..kueue.fairsharing import FairSharing
 from ..kueue.requests import PodSet, ResourceTransformation, quantity_string, workload_pod_sets
 
 __all__ = [
@@ -65,6 +66,9 @@ CLUSTER_QUEUE_LABEL = "kueue.x-k8s.io/cluster-queue-name"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 STOPPING_ANNOTATION = "kueue.x-k8s.io/stopping"
 MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+#: TAS: the scheduling gate of a TAS workload's pods, and the annotation implied TAS adds.
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+TAS_UNCONSTRAINED_ANNOTATION = "kueue.x-k8s.io/podset-unconstrained-topology"
 PROVREQ_ANNOTATION_PREFIX = "provreq.kueue.x-k8s.io/"
 
 #: Kueue's ``UnadmittedWorkloadsObservability`` feature gate (newer than v0.17): pending workloads carry granular
@@ -351,10 +355,11 @@ def preemption_message(
 
 @dataclass(frozen=True)
 class KueueConfig:
-    """What of Kueue's ``Configuration`` changes admission: how pod requests become quota usage."""
+    """What of Kueue's ``Configuration`` changes admission: how pod requests become quota usage, and fair sharing."""
 
     transformations: tuple[ResourceTransformation, ...] = ()
     excluded_prefixes: tuple[str, ...] = ()
+    fair_sharing: FairSharing | None = None
 
     @classmethod
     def from_yaml(cls, text: str | None) -> KueueConfig:
@@ -368,9 +373,10 @@ class KueueConfig:
             return cls()
         if not isinstance(raw, Mapping):
             return cls()
+        fair = FairSharing.from_config(raw)
         res = raw.get("resources")
         if not isinstance(res, Mapping):
-            return cls()
+            return cls(fair_sharing=fair)
         transformations: list[ResourceTransformation] = []
         for t in res.get("transformations") or ():
             if isinstance(t, Mapping) and t.get("input"):
@@ -379,7 +385,7 @@ class KueueConfig:
                 except (ValueError, TypeError):
                     continue
         prefixes = tuple(str(p) for p in res.get("excludeResourcePrefixes") or () if isinstance(p, str))
-        return cls(tuple(transformations), prefixes)
+        return cls(tuple(transformations), prefixes, fair)
 
 
 def pod_set_request(pod_set: Mapping[str, Any], count: int, config: KueueConfig) -> PodSet:
@@ -434,6 +440,13 @@ class PodSetInfo:
             name=str(assignment.get("name") or "main"),
             count=count if isinstance(count, int) else int(pod_set.get("count", 1) or 1),
         )
+        if assignment.get("topologyAssignment") is not None:
+            # TAS: the pods wait behind the topology gate until the ungater gives each its domain; implied TAS
+            # gets the unconstrained annotation (so the pods count as TAS pods).
+            request = pod_set.get("topologyRequest") or {}
+            if not any(request.get(k) is not None for k in ("required", "preferred", "unconstrained")):
+                info.annotations[TAS_UNCONSTRAINED_ANNOTATION] = "true"
+            info.scheduling_gates.append({"name": TOPOLOGY_GATE})
         seen: set[str] = set()
         for flavor_name in (assignment.get("flavors") or {}).values():
             if flavor_name in seen:

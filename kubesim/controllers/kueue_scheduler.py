@@ -6,7 +6,8 @@ Follows Kueue v0.17 ``pkg/scheduler/scheduler.go`` with classical (non fair-shar
 2. ``nominate``: a head whose namespace the ClusterQueue does not select is inadmissible; every other head gets
    its flavors, preemption targets and possibly reduced counts (:func:`kubesim.kueue.admission.decide`);
 3. the nominated entries are taken in the classical iterator's order: lower borrowing level first, then higher
-   priority, then the older queue-order timestamp;
+   priority, then the older queue-order timestamp; with fair sharing on, one at a time by the fair-sharing
+   tournament (:func:`kubesim.kueue.fairsharing.tournament`), shares recomputed after each admission;
 4. per entry: ``NoFit`` is left pending; ``Preempt`` without targets reserves, unless the ClusterQueue can always
    reclaim, the quota it could get (``resourcesToReserve``) so that nothing else in the Cohort takes it in this
    cycle; overlapping targets or a Workload that no longer fits once the Workloads preempted in this cycle are
@@ -16,21 +17,25 @@ Follows Kueue v0.17 ``pkg/scheduler/scheduler.go`` with classical (non fair-shar
    the reason in its message.
 
 Usage held for the rest of a cycle (reservations and preemptors) is added to the quota tree and taken out again
-when the cycle ends; an admission is counted at once through the Workload's own update.
+when the cycle ends; an admission is counted at once through the Workload's own update (with TAS, its topology
+assignment takes its domains in the TAS state at the same time, and ``fits`` checks those domains too).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..errors import ApiError
 from ..kueue.admission import decide
+from ..kueue.fairsharing import Contender, tournament
 from ..kueue.flavors import Assignment, Mode
 from ..kueue.preemption import Target
 from ..kueue.queues import queue_order_timestamp, timestamp
 from ..kueue.requests import FlavorResource, PodSet, quantity_string, workload_pod_sets
+from ..kueue.tasstep import tas_views
 from ..patch import clone
 from .base import record_event
 from .kueue_cache import WL, KueueBase, Obj, WlKey, labels_of, priority_of
@@ -149,6 +154,8 @@ class SchedulerMixin(KueueBase):
                 timestamp=e.ts,
                 now=now,
                 last=tried,
+                fair=self._config.fair_sharing,
+                tas=self.tas,
             )
             e.assignment, e.targets = decision.assignment, decision.targets
             e.message = e.assignment.message()
@@ -165,7 +172,7 @@ class SchedulerMixin(KueueBase):
         preempted: dict[str, Target] = {}
         held: list[tuple[str, dict[FlavorResource, int]]] = []
         try:
-            for e in entries:
+            for e in self._iterate(entries):
                 self._process(e, preempted, held)
         finally:
             for cq_name, usage in reversed(held):
@@ -174,6 +181,22 @@ class SchedulerMixin(KueueBase):
             if not e.admitted:
                 self._requeue_and_update(e)
         return True
+
+    def _iterate(self, entries: list[_Entry]) -> Iterator[_Entry]:
+        """The entries in the classical order, or, with fair sharing, ``fairSharingIterator``'s: each pick runs the
+        tournament over the tree as it is after the previous entries were processed."""
+        fair = self._config.fair_sharing
+        if fair is None:
+            yield from entries
+            return
+        remaining = {e.cq: e for e in entries}
+        while remaining:
+            contenders = [
+                Contender(e.key, e.cq, e.assignment.quota_usage() if e.assignment else {}, e.priority, e.ts)
+                for e in remaining.values()
+            ]
+            winner = tournament(self.tree, contenders, fair.non_borrowing_first)
+            yield remaining.pop(winner.cq)
 
     def _hold(
         self, e: _Entry, usage: dict[FlavorResource, int], held: list[tuple[str, dict[FlavorResource, int]]]
@@ -248,12 +271,18 @@ class SchedulerMixin(KueueBase):
                 continue
             seen.add(t.workload.key)
             self.tree.remove_usage(t.workload.cluster_queue, t.workload.usage)
+            self.tas.drop(t.workload)
             removed.append(t)
         try:
-            return self.tree.fits(e.cq, e.assignment.usage)
+            if not self.tree.fits(e.cq, e.assignment.usage):
+                return False
+            if e.assignment.topology:
+                return e.assignment.tas_fits(tas_views(self._cq_specs[e.cq], self._flavors, self.tas))
+            return True
         finally:
             for t in removed:
                 self.tree.add_usage(t.workload.cluster_queue, t.workload.usage)
+                self.tas.keep(t.workload)
 
     def _issue_preemptions(self, e: _Entry) -> int:
         """``IssuePreemptions``: mark the victims Evicted (reason Preempted) and Preempted (with the variant)."""

@@ -65,6 +65,9 @@ class QueueStatusMixin(KueueBase):
             if missing:
                 reasons.append("FlavorNotFound")
                 messages.append(f"references missing ResourceFlavor(s): {','.join(missing)}")
+            for topology, flavor in self._missing_topologies(spec):
+                reasons.append("TopologyNotFound")
+                messages.append(f'there is no Topology "{topology}" for TAS flavor "{flavor}"')
             value = "False"
             reason = reasons[0] if reasons else "Unknown"
             message = f"Can't admit new workloads: {', '.join(messages)}." if messages else "Can't admit new workloads."

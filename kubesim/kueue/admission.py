@@ -5,7 +5,8 @@ flavors; a ``Fit`` is taken as is, a ``Preempt`` with preemption targets too; ot
 (its default) and a pod set whose ``minCount`` is below its count, ``flavorassigner.PodSetReducer`` searches the
 largest reduced counts that fit or can preempt (``podset_reducer.go``: every pod set gives up the same share of
 ``count - minCount``; Go's ``sort.Search`` over the search indices). Without any, the full assignment stands with
-no targets.
+no targets. Fair sharing (``fair``) and TAS (``tas``, the cluster's TAS state) reach the flavor assigner and the
+preemptor; a TAS assignment's preemption also needs its pod sets placed (``workloadFits``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from .fairsharing import FairSharing
 from .flavors import Assignment, Mode, assign_flavors
 from .preemption import Preemptor, Target
 from .quota import QuotaTree
 from .requests import PodSet
 from .specs import ClusterQueueSpec, FlavorSpec
+from .tas import TasState
+from .tasstep import placeable
 
 __all__ = ["Decision", "decide", "reduced_counts", "search_counts"]
 
@@ -71,25 +75,37 @@ def decide(
     timestamp: float,
     now: float,
     last: Sequence[Mapping[str, int]] | None = None,
+    fair: FairSharing | None = None,
+    tas: TasState | None = None,
 ) -> Decision:
     """``getInitialAssignments`` for a Workload of ``priority`` and queue-order ``timestamp`` in ``spec``'s
     ClusterQueue (``last``: the previous attempt's flavor state, if still current)."""
-    preemptor = Preemptor(tree, spec, priority, timestamp, now)
-    full = assign_flavors(tree, spec, pod_sets, flavors, preemptor.simulate, last=last)
+    preemptor = Preemptor(tree, spec, priority, timestamp, now, fair, tas)
+
+    def assign(counts: Sequence[int] | None) -> Assignment:
+        return assign_flavors(
+            tree, spec, pod_sets, flavors, preemptor.simulate, counts=counts, last=last, fair=fair is not None, tas=tas
+        )
+
+    def victims(assignment: Assignment) -> list[Target]:
+        check = placeable(assignment, spec, flavors, tas)
+        return preemptor.targets(assignment.quota_usage(), assignment.needs_preemption(), check)
+
+    full = assign(None)
     if full.mode is Mode.FIT:
         return Decision(full)
     if full.mode is Mode.PREEMPT:
-        targets = preemptor.targets(full.quota_usage(), full.needs_preemption())
+        targets = victims(full)
         if targets:
             return Decision(full, targets)
     if any(ps.min_count is not None and ps.spec_count > ps.min_count for ps in pod_sets):
 
         def fits(counts: list[int]) -> tuple[Decision | None, bool]:
-            assignment = assign_flavors(tree, spec, pod_sets, flavors, preemptor.simulate, counts=counts, last=last)
+            assignment = assign(counts)
             if assignment.mode is Mode.FIT:
                 return Decision(assignment), True
             if assignment.mode is Mode.PREEMPT:
-                found = preemptor.targets(assignment.quota_usage(), assignment.needs_preemption())
+                found = victims(assignment)
                 if found:
                     return Decision(assignment, found), True
             return None, False

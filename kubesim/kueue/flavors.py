@@ -17,7 +17,9 @@ default):
   ``whenCanBorrow`` / ``whenCanPreempt``; the best flavor seen wins when none stops the search.
 
 Resources are walked in name order where Kueue walks a Go map (random order); only the wording of a pending
-message with several failing resources can differ. Topology Aware Scheduling and workload slices are not modelled.
+message with several failing resources can differ. With fair sharing on, a ClusterQueue that reclaims within its
+Cohort may preempt while borrowing. Topology Aware Scheduling is the last step (:mod:`.tasstep`); workload slices
+are not modelled.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from typing import Any
 from .quota import Node, QuotaTree, available, lowest_fitting_subtree, potential_available
 from .requests import FlavorResource, PodSet, quantity_string
 from .specs import TRY_NEXT_FLAVOR, ClusterQueueSpec, FlavorSpec, ResourceGroup
+from .tas import FlavorTopology, TasPodSet, TasState, assignment_to_api
+from .tasstep import domains_fit, flavor_mismatch, tas_only, tas_views, topology_step
 
 __all__ = [
     "NO_CANDIDATES",
@@ -108,14 +112,19 @@ class PodSetAssignment:
     def message(self) -> str:
         return self.error if self.error is not None else ", ".join(sorted(self.reasons))
 
-    def to_api(self) -> dict[str, Any]:
-        """``toAPI``: flavors and resource usage of the assigned resources, and the count."""
-        return {
+    def to_api(
+        self, topology: tuple[tuple[str, ...], list[tuple[tuple[str, ...], int]]] | None = None
+    ) -> dict[str, Any]:
+        """``toAPI``: flavors and resource usage of the assigned resources, the count, the topology assignment."""
+        out: dict[str, Any] = {
             "name": self.name,
             "flavors": {res: c.flavor for res, c in self.flavors.items()},
             "resourceUsage": {res: quantity_string(res, self.requests.get(res, 0)) for res in self.flavors},
             "count": self.count,
         }
+        if topology is not None:
+            out["topologyAssignment"] = assignment_to_api(*topology)
+        return out
 
 
 @dataclass
@@ -129,12 +138,19 @@ class Assignment:
     #: ``LastState``: per pod set, the index of the flavor tried last per resource (-1: start over).
     tried: list[dict[str, int]] = field(default_factory=list)
     generation: int = 0
+    #: The representative mode the TAS step set (Kueue caches it and then overrides it there).
+    override: Mode | None = None
+    #: TAS: per TAS flavor, the pod sets it places; per pod set, its placement (levels, domains).
+    tas_requests: dict[str, list[TasPodSet]] = field(default_factory=dict)
+    topology: dict[str, tuple[tuple[str, ...], list[tuple[tuple[str, ...], int]]]] = field(default_factory=dict)
 
     @property
     def mode(self) -> Mode:
         """``RepresentativeMode``: the worst pod set (``NoFit`` with none)."""
         if not self.pod_sets:
             return Mode.NO_FIT
+        if self.override is not None:
+            return self.override
         return min(ps.mode for ps in self.pod_sets)
 
     def message(self) -> str:
@@ -161,7 +177,24 @@ class Assignment:
         return any(idx != -1 for ps in self.tried for idx in ps.values())
 
     def to_admission(self) -> list[dict[str, Any]]:
-        return [ps.to_api() for ps in self.pod_sets]
+        return [ps.to_api(self.topology.get(ps.name)) for ps in self.pod_sets]
+
+    def tas_fits(self, views: Mapping[str, FlavorTopology]) -> bool:
+        """``ClusterQueueSnapshot.Fits``' TAS half: each placed pod set's pods (its TAS flavor's quota usage per pod,
+        ``ComputeTASNetUsage``) still fit their domains."""
+        for ps in self.pod_sets:
+            placed = self.topology.get(ps.name)
+            if placed is None or not ps.count:
+                continue
+            for flavor in {c.flavor for c in ps.flavors.values()} & set(views):
+                per_pod = {
+                    r: v // ps.count
+                    for r, v in ps.requests.items()
+                    if r in ps.flavors and ps.flavors[r].flavor in views
+                }
+                if not domains_fit(views[flavor], per_pod, placed[1]):
+                    return False
+        return True
 
     def no_fit_reason(self) -> str:
         """The QuotaReserved reason newer Kueue gives a ``NoFit`` workload (used only when the simulator plays a
@@ -288,6 +321,8 @@ class _Assigner:
         flavors: Mapping[str, FlavorSpec],
         oracle: Oracle,
         last: Sequence[Mapping[str, int]] | None,
+        fair: bool = False,
+        tas: TasState | None = None,
     ) -> None:
         self.tree = tree
         self.node: Node = tree.node(spec.name)
@@ -296,6 +331,10 @@ class _Assigner:
         self.flavors = flavors
         self.oracle = oracle
         self.last = last
+        self.fair = fair
+        self.tas = tas
+        self.only_tas = tas_only(spec, flavors)
+        self.views: dict[str, FlavorTopology] | None = None
 
     def _label_keys(self, rg: ResourceGroup) -> set[str]:
         keys: set[str] = set()
@@ -305,12 +344,17 @@ class _Assigner:
                 keys.update(flavor.node_labels)
         return keys
 
-    def _check_flavor(self, name: str, ps_ids: Sequence[int], keys: set[str]) -> str | None:
+    def _check_flavor(self, name: str, ps_ids: Sequence[int], keys: set[str], covered: frozenset[str]) -> str | None:
         """``checkFlavorForPodSets``: why the flavor cannot serve these pod sets, or ``None``."""
         flavor = self.flavors.get(name)
         if flavor is None:
             return f"flavor {name} not found"
         for i in ps_ids:
+            if self.views is None:
+                self.views = tas_views(self.spec, self.flavors, self.tas)
+            tas_reason = flavor_mismatch(self.pod_sets[i], flavor, covered, self.only_tas, self.views)
+            if tas_reason is not None:
+                return tas_reason
             spec = self.pod_sets[i].pod_spec
             taint = _untolerated_taint(flavor.node_taints, [*(spec.get("tolerations") or ()), *flavor.tolerations])
             if taint is not None:
@@ -341,7 +385,9 @@ class _Assigner:
             f"insufficient unused quota for {res} in flavor {flavor}, {quantity_string(res, value - free)} more needed"
         )
         nominal = self.spec.quotas.get(fr)
-        can_preempt_while_borrowing = self.spec.preemption.borrow_within_cohort != "Never"
+        can_preempt_while_borrowing = self.spec.preemption.borrow_within_cohort != "Never" or (
+            self.fair and self.spec.preemption.reclaim_within_cohort != "Never"
+        )
         if value <= (nominal.nominal if nominal is not None else 0) or may_reclaim or can_preempt_while_borrowing:
             possibility, borrow_after = self.oracle(fr, value)
             return _FROM_POSSIBILITY[possibility], borrow_after, reason
@@ -375,7 +421,7 @@ class _Assigner:
         for idx in range(start, len(rg.flavors)):
             attempted = idx
             name = rg.flavors[idx]
-            mismatch = self._check_flavor(name, ps_ids, keys)
+            mismatch = self._check_flavor(name, ps_ids, keys, rg.covered)
             if mismatch is not None:
                 reasons.append(mismatch)
                 continue
@@ -448,6 +494,7 @@ class _Assigner:
                     failed = True
             if failed:
                 return assignment
+        topology_step(assignment, self.spec, self.pod_sets, self.flavors, self.tas, Mode)
         return assignment
 
     @staticmethod
@@ -471,7 +518,10 @@ def assign_flavors(
     *,
     counts: Sequence[int] | None = None,
     last: Sequence[Mapping[str, int]] | None = None,
+    fair: bool = False,
+    tas: TasState | None = None,
 ) -> Assignment:
     """``FlavorAssigner.Assign``: a flavor for every requested resource of every pod set (``counts`` override the
-    pod set counts, for partial admission; ``last`` is the previous attempt's state, see the module docstring)."""
-    return _Assigner(tree, spec, pod_sets, flavors, oracle, last).assign(counts)
+    pod set counts, for partial admission; ``last`` is the previous attempt's state, see the module docstring;
+    ``fair``: fair sharing is on; ``tas``: the cluster's TAS state)."""
+    return _Assigner(tree, spec, pod_sets, flavors, oracle, last, fair, tas).assign(counts)

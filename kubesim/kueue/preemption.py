@@ -8,14 +8,22 @@ the preemption variants and ``borrowWithinCohort`` with its priority threshold),
 (evicted candidates first, then hierarchy, priority and same-queue candidates; ``candidateIsValid`` up to the
 lowest common ancestor), ``common/ordering.go`` (``CandidatesOrdering``), ``common/preemption_policy.go``
 (``SatisfiesPreemptionPolicy``, without the timestamp buffer gate) and ``preemption_oracle.go``
-(``SimulatePreemption``). Fair sharing is not modelled.
+(``SimulatePreemption``).
+
+With fair sharing on, ``fairPreemptions`` instead: the ClusterQueue's own candidates and those of every borrowing
+ClusterQueue of the tree, taken in :class:`~.fairsharing.QueueOrder`'s order, each from another ClusterQueue only
+when the first strategy lets it (the second strategy then gets one more try per queue), or while the preemptor is
+within its nominal quota (``FairSharingPreemptWithinNominal``). With TAS, a candidate's removal frees its topology
+domains, and a workload fits only where its pod sets can be placed (``workloadFits``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
+from .fairsharing import FairSharing, Share, compare, queue_order
 from .flavors import NO_CANDIDATES, PREEMPT_POSSIBLE, RECLAIM_POSSIBLE
 from .quota import AdmittedWorkload, Node, QuotaTree, available, lowest_fitting_subtree
 from .requests import FlavorResource
@@ -41,6 +49,14 @@ class Target:
     reason: str
 
 
+class TasUsage(Protocol):
+    """Where admitted workloads' topology usage lives (the controller's TAS state)."""
+
+    def drop(self, wl: AdmittedWorkload) -> None: ...
+
+    def keep(self, wl: AdmittedWorkload) -> None: ...
+
+
 @dataclass
 class _Candidate:
     wl: AdmittedWorkload
@@ -54,13 +70,26 @@ class Preemptor:
     ``now`` stands in for a candidate's missing QuotaReserved time, as Kueue's clock does.
     """
 
-    def __init__(self, tree: QuotaTree, spec: ClusterQueueSpec, priority: int, timestamp: float, now: float) -> None:
+    def __init__(
+        self,
+        tree: QuotaTree,
+        spec: ClusterQueueSpec,
+        priority: int,
+        timestamp: float,
+        now: float,
+        fair: FairSharing | None = None,
+        tas: TasUsage | None = None,
+    ) -> None:
         self.tree = tree
         self.spec = spec
         self.node = tree.node(spec.name)
         self.priority = priority
         self.timestamp = timestamp
         self.now = now
+        self.fair = fair
+        self.tas = tas
+        #: ``workloadFits``' TAS check for the workload being considered (set per :meth:`targets` call).
+        self._placeable: Callable[[], bool] | None = None
 
     # ---- policy -------------------------------------------------------------------------------------------------
 
@@ -154,12 +183,38 @@ class Preemptor:
                 return False
             if value > max(0, available(self.node, fr)):
                 return False
-        return True
+        return self._placeable is None or self._placeable()
 
-    def targets(self, usage: Mapping[FlavorResource, int], frs: Collection[FlavorResource]) -> list[Target]:
-        """``classicalPreemptions``: the Workloads to evict so ``usage`` fits, or none. The tree is left as is."""
+    def _take_out(self, wl: AdmittedWorkload) -> None:
+        self.tree.remove_usage(wl.cluster_queue, wl.usage)
+        if self.tas is not None and wl.tas:
+            self.tas.drop(wl)
+
+    def _put_back(self, wl: AdmittedWorkload) -> None:
+        self.tree.add_usage(wl.cluster_queue, wl.usage)
+        if self.tas is not None and wl.tas:
+            self.tas.keep(wl)
+
+    def targets(
+        self,
+        usage: Mapping[FlavorResource, int],
+        frs: Collection[FlavorResource],
+        placeable: Callable[[], bool] | None = None,
+    ) -> list[Target]:
+        """The Workloads to evict so ``usage`` fits (and, with TAS, ``placeable`` holds), or none. The tree is
+        left as is."""
         if not frs:
             return []
+        self._placeable = placeable
+        try:
+            if self.fair is not None:
+                return self._fair(usage, frs, self.fair)
+            return self._classical(usage, frs)
+        finally:
+            self._placeable = None
+
+    def _classical(self, usage: Mapping[FlavorResource, int], frs: Collection[FlavorResource]) -> list[Target]:
+        """``classicalPreemptions``."""
         same: list[_Candidate] = []
         if self.spec.preemption.within_cluster_queue != NEVER:
             self._from_cq(self.node, None, frs, False, same)
@@ -192,7 +247,7 @@ class Preemptor:
             for c in candidates:
                 if not self._valid(c, borrow, frs):
                     continue
-                self.tree.remove_usage(c.wl.cluster_queue, c.wl.usage)
+                self._take_out(c.wl)
                 chosen.append(c)
                 if self._fits(usage, borrow):
                     chosen = self._fill_back(chosen, usage, borrow)
@@ -203,20 +258,123 @@ class Preemptor:
 
     def _restore(self, chosen: list[_Candidate]) -> None:
         for c in chosen:
-            self.tree.add_usage(c.wl.cluster_queue, c.wl.usage)
+            self._put_back(c.wl)
 
     def _fill_back(
         self, chosen: list[_Candidate], usage: Mapping[FlavorResource, int], borrow: bool
     ) -> list[_Candidate]:
         """``fillBackWorkloads``: give back, newest first (the last one is needed), what the fit does not need."""
         for i in range(len(chosen) - 2, -1, -1):
-            self.tree.add_usage(chosen[i].wl.cluster_queue, chosen[i].wl.usage)
+            self._put_back(chosen[i].wl)
             if self._fits(usage, borrow):
                 chosen[i] = chosen[-1]
                 chosen.pop()
             else:
-                self.tree.remove_usage(chosen[i].wl.cluster_queue, chosen[i].wl.usage)
+                self._take_out(chosen[i].wl)
         return chosen
+
+    # ---- fair sharing (fairPreemptions) ---------------------------------------------------------------------
+
+    def _fair(
+        self, usage: Mapping[FlavorResource, int], frs: Collection[FlavorResource], fair: FairSharing
+    ) -> list[Target]:
+        pre = self.spec.preemption
+        found: list[AdmittedWorkload] = []
+        for wl in self.tree.workloads.get(self.spec.name, {}).values():
+            uses = any(fr in frs for fr in wl.assigned)
+            if pre.within_cluster_queue != NEVER and self._satisfies(pre.within_cluster_queue, wl) and uses:
+                found.append(wl)
+        if self.node.parent is not None and pre.reclaim_within_cohort != NEVER:
+            for other in self.node.root().subtree_cluster_queues():
+                if other is self.node or not any(other.borrowing_with(fr, 0) for fr in frs):
+                    continue
+                for wl in self.tree.workloads.get(other.name, {}).values():
+                    if self._satisfies(pre.reclaim_within_cohort, wl) and any(fr in frs for fr in wl.assigned):
+                        found.append(wl)
+        if not found:
+            return []
+
+        def key(wl: AdmittedWorkload) -> tuple[bool, bool, int, float, str]:
+            return self._order(_Candidate(wl, None, _NEVER))
+
+        found.sort(key=key)
+        me = self.spec.name
+        taken: list[Target] = []
+
+        def fits_now() -> bool:
+            self.tree.remove_usage(me, usage)
+            try:
+                return self._fits(usage, True)
+            finally:
+                self.tree.add_usage(me, usage)
+
+        def take(wl: AdmittedWorkload, reason: str) -> bool:
+            self._take_out(wl)
+            taken.append(Target(wl, reason))
+            return fits_now()
+
+        self.tree.add_usage(me, usage)
+        try:
+            ok, retry = self._first_rule(found, frs, fair, key, take)
+            if not ok and len(fair.strategies) > 1:
+                ok = self._second_rule(retry, key, take)
+        finally:
+            self.tree.remove_usage(me, usage)
+        if not ok:
+            for t in taken:
+                self._put_back(t.workload)
+            return []
+        reasons = {t.workload.key: t.reason for t in taken}
+        kept = self._fill_back([_Candidate(t.workload, None, _NEVER) for t in taken], usage, True)
+        self._restore(kept)
+        return [Target(c.wl, reasons[c.wl.key]) for c in kept]
+
+    def _first_rule(
+        self,
+        found: list[AdmittedWorkload],
+        frs: Collection[FlavorResource],
+        fair: FairSharing,
+        key: Callable[[AdmittedWorkload], tuple[bool, bool, int, float, str]],
+        take: Callable[[AdmittedWorkload, str], bool],
+    ) -> tuple[bool, list[AdmittedWorkload]]:
+        """``runFirstFsStrategy``."""
+        rule = _RULES.get(fair.strategies[0], _final_share_rule)
+        # queueWithinNominalInResourcesNeedingPreemption, with the workload's usage added.
+        nominal_ok = fair.within_nominal and not any(self.node.borrowing_with(fr, 0) for fr in frs)
+        retry: list[AdmittedWorkload] = []
+        for target in queue_order(self.tree, self.spec.name, found, key):
+            if target.own:
+                if take(target.pop(), "InClusterQueue"):
+                    return True, []
+                continue
+            if nominal_ok:
+                if take(target.pop(), "InCohortReclamation"):
+                    return True, []
+                continue
+            mine, theirs_before = target.shares()
+            while target.pending():
+                wl = target.pop()
+                if rule(mine, theirs_before, target.share_without(wl)):
+                    if take(wl, "InCohortFairSharing"):
+                        return True, []
+                    break
+                retry.append(wl)
+        return False, retry
+
+    def _second_rule(
+        self,
+        retry: list[AdmittedWorkload],
+        key: Callable[[AdmittedWorkload], tuple[bool, bool, int, float, str]],
+        take: Callable[[AdmittedWorkload, str], bool],
+    ) -> bool:
+        """``runSecondFsStrategy``: ``LessThanInitialShare``, once per ClusterQueue."""
+        order = queue_order(self.tree, self.spec.name, retry, key)
+        for target in order:
+            mine, theirs_before = target.shares()
+            if compare(mine, theirs_before) < 0 and take(target.pop(), "InCohortFairSharing"):
+                return True
+            order.drop(target)
+        return False
 
     def simulate(self, fr: FlavorResource, quantity: int) -> tuple[int, int]:
         """``PreemptionOracle.SimulatePreemption`` for one flavor-resource: the possibility (no candidates,
@@ -234,3 +392,16 @@ class Preemptor:
         if any(t.workload.cluster_queue == self.spec.name for t in found):
             return PREEMPT_POSSIBLE, borrow
         return RECLAIM_POSSIBLE, borrow
+
+
+def _final_share_rule(mine: Share, _before: Share, after: Share) -> bool:
+    """Rule S2-a, ``LessThanOrEqualToFinalShare``."""
+    return compare(mine, after) <= 0
+
+
+def _initial_share_rule(mine: Share, before: Share, _after: Share) -> bool:
+    """Rule S2-b, ``LessThanInitialShare``."""
+    return compare(mine, before) < 0
+
+
+_RULES = {"LessThanOrEqualToFinalShare": _final_share_rule, "LessThanInitialShare": _initial_share_rule}

@@ -23,6 +23,7 @@ from kubecommon.quantity import QuantityError, parse_quantity
 from .queues import queue_order_timestamp, timestamp
 from .requests import FlavorResource, quantity_string, resource_value
 from .specs import ClusterQueueSpec, CohortSpec, Quota
+from .tas import assignment_from_api
 
 __all__ = ["AdmittedWorkload", "Node", "QuotaTree", "available", "lowest_fitting_subtree", "potential_available"]
 
@@ -44,6 +45,8 @@ class AdmittedWorkload:
     reserved_at: float | None = None
     evicted: bool = False
     uid: str = ""
+    #: TAS: (flavor, leaf domain key, per-pod usage, pods) for every domain of a ``topologyAssignment``.
+    tas: tuple[tuple[str, str, Mapping[str, int], int], ...] = ()
 
     @classmethod
     def from_object(cls, wl: Mapping[str, Any]) -> AdmittedWorkload:
@@ -57,6 +60,7 @@ class AdmittedWorkload:
         reclaimable = {str(r.get("name") or ""): int(r.get("count") or 0) for r in status.get("reclaimablePods") or ()}
         usage: dict[FlavorResource, int] = {}
         assigned: set[FlavorResource] = set()
+        tas: list[tuple[str, str, Mapping[str, int], int]] = []
         for psa in admission.get("podSetAssignments") or ():
             name = str(psa.get("name") or "main")
             raw_count = psa.get("count")
@@ -64,6 +68,15 @@ class AdmittedWorkload:
             after_reclaim = spec_counts.get(name, 0) - reclaimable.get(name, 0)
             flavors = {str(r): str(f) for r, f in (psa.get("flavors") or {}).items()}
             assigned.update((f, r) for r, f in flavors.items())
+            placed = assignment_from_api(psa.get("topologyAssignment"))
+            if placed is not None:
+                # totalRequestsFromAdmission: the pod set's usage over its count, per domain (before reclaim).
+                per_pod = {
+                    str(r): resource_value(str(r), _parse(q)) // count if count else 0
+                    for r, q in (psa.get("resourceUsage") or {}).items()
+                }
+                for flavor in dict.fromkeys(flavors.values()):
+                    tas += [(flavor, ",".join(vals), per_pod, n) for vals, n in placed[1]]
             for res, qty in (psa.get("resourceUsage") or {}).items():
                 value = resource_value(str(res), _parse(qty))
                 if after_reclaim < count:
@@ -87,6 +100,7 @@ class AdmittedWorkload:
             reserved_at=reserved,
             evicted=evicted,
             uid=str(meta.get("uid") or ""),
+            tas=tuple(tas),
         )
 
 

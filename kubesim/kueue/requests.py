@@ -20,7 +20,7 @@ Pod-level resources (``spec.resources``) are not read.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from math import ceil
 from typing import Any
@@ -82,10 +82,11 @@ def quantity_string(resource: str, value: int) -> str:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _container_requests(container: Mapping[str, Any]) -> dict[str, Fraction]:
-    """A container's requests after ``UseLimitsAsMissingRequestsInPod`` (requests win, limits fill the gaps)."""
+def _container_requests(container: Mapping[str, Any], limits: bool = True) -> dict[str, Fraction]:
+    """A container's requests after ``UseLimitsAsMissingRequestsInPod`` (requests win, limits fill the gaps);
+    ``limits=False``: its own requests only (``NewRequestsFromPodSpec``, what TAS places by)."""
     resources = container.get("resources") or {}
-    out = {str(k): _quantity(v) for k, v in (resources.get("limits") or {}).items()}
+    out = {str(k): _quantity(v) for k, v in (resources.get("limits") or {}).items()} if limits else {}
     out.update({str(k): _quantity(v) for k, v in (resources.get("requests") or {}).items()})
     return out
 
@@ -95,15 +96,16 @@ def _add_into(total: dict[str, Fraction], more: Mapping[str, Fraction]) -> None:
         total[name] = total.get(name, Fraction(0)) + amount
 
 
-def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Fraction]:
-    """One pod's requests (``PodRequests`` over a spec whose limits stand in for missing requests)."""
+def pod_requests(pod_spec: Mapping[str, Any], limits: bool = True) -> dict[str, Fraction]:
+    """One pod's requests (``PodRequests`` over a spec whose limits stand in for missing requests, unless
+    ``limits=False``)."""
     total: dict[str, Fraction] = {}
     for container in pod_spec.get("containers") or ():
-        _add_into(total, _container_requests(container))
+        _add_into(total, _container_requests(container, limits))
     sidecars: dict[str, Fraction] = {}
     init_peak: dict[str, Fraction] = {}
     for container in pod_spec.get("initContainers") or ():
-        own = _container_requests(container)
+        own = _container_requests(container, limits)
         if container.get("restartPolicy") == "Always":
             _add_into(total, own)
             _add_into(sidecars, own)
@@ -211,12 +213,15 @@ class PodSet:
     min_count: int | None = None
     group: str | None = None
     pod_spec: Mapping[str, Any] = field(default_factory=dict)
+    #: TAS: the pod set's ``topologyRequest``, and its per-pod requests as TAS counts them (the spec's own).
+    topology: Mapping[str, Any] | None = None
+    tas_per_pod: Mapping[str, int] = field(default_factory=dict)
 
     def scaled(self, count: int) -> PodSet:
         """``PodSetResources.ScaledTo``: the same pod set with another count (a count of 0 stays 0)."""
         if self.count in (0, count):
             return self
-        return PodSet(self.name, count, self.requests, self.spec_count, self.min_count, self.group, self.pod_spec)
+        return replace(self, count=count)
 
     def totals(self) -> dict[str, int]:
         """The pod set's requests for all its pods (``TotalRequests``)."""
@@ -243,6 +248,7 @@ def workload_pod_sets(
         pod_spec = (ps.get("template") or {}).get("spec") or {}
         per_pod = effective_requests(pod_requests(pod_spec), transformations, excluded_prefixes)
         raw_min = ps.get("minCount")
+        topology = ps.get("topologyRequest") if isinstance(ps.get("topologyRequest"), dict) else None
         group = ((ps.get("topologyRequest") or {}).get("podSetGroupName")) or None
         out.append(
             PodSet(
@@ -253,6 +259,8 @@ def workload_pod_sets(
                 min_count=raw_min if isinstance(raw_min, int) and not isinstance(raw_min, bool) else None,
                 group=str(group) if group else None,
                 pod_spec=pod_spec,
+                topology=topology,
+                tas_per_pod={r: resource_value(r, a) for r, a in pod_requests(pod_spec, limits=False).items()},
             )
         )
     return out

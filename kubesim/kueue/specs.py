@@ -56,6 +56,17 @@ def _amount(resource: str, value: object) -> int:
         return 0
 
 
+def _weight(spec: Mapping[str, Any]) -> float:
+    """``parseFairWeight``: ``spec.fairSharing.weight`` as a float, 1 when unset."""
+    raw = _dict(spec.get("fairSharing")).get("weight")
+    if raw is None:
+        return 1.0
+    try:
+        return float(parse_quantity(raw))
+    except (QuantityError, TypeError, ValueError):
+        return 1.0
+
+
 @dataclass(frozen=True)
 class Quota:
     """``schdcache.ResourceQuota``: nominal quota and optional borrowing and lending limits."""
@@ -155,6 +166,8 @@ class ClusterQueueSpec:
     queueing_strategy: str = "BestEffortFIFO"
     stop_policy: str = "None"
     namespace_selector: Mapping[str, Any] | None = None
+    #: ``spec.fairSharing.weight`` (``parseFairWeight``), used when fair sharing is on.
+    fair_weight: float = 1.0
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> ClusterQueueSpec:
@@ -186,6 +199,7 @@ class ClusterQueueSpec:
             queueing_strategy=_text(spec.get("queueingStrategy")) or "BestEffortFIFO",
             stop_policy=_text(spec.get("stopPolicy")) or "None",
             namespace_selector=dict(selector) if isinstance(selector, Mapping) else None,
+            fair_weight=_weight(spec),
         )
 
     @property
@@ -219,23 +233,26 @@ class CohortSpec:
     name: str
     parent: str | None = None
     quotas: Mapping[FlavorResource, Quota] = field(default_factory=dict)
+    fair_weight: float = 1.0
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> CohortSpec:
         spec = _dict(obj.get("spec"))
         _, quotas = _resource_groups(spec.get("resourceGroups"))
         parent = _text(spec.get("parentName")) or _text(spec.get("parent")) or None
-        return cls(_text(_dict(obj.get("metadata")).get("name")), parent, quotas)
+        return cls(_text(_dict(obj.get("metadata")).get("name")), parent, quotas, _weight(spec))
 
 
 @dataclass(frozen=True)
 class FlavorSpec:
-    """What of a ResourceFlavor the flavor assigner looks at: node labels, node taints and tolerations."""
+    """What of a ResourceFlavor the flavor assigner looks at: node labels, node taints, tolerations, and the
+    Topology of a TAS flavor (``spec.topologyName``)."""
 
     name: str
     node_labels: Mapping[str, str] = field(default_factory=dict)
     node_taints: tuple[Mapping[str, Any], ...] = ()
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    topology: str | None = None
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> FlavorSpec:
@@ -245,4 +262,5 @@ class FlavorSpec:
             node_labels={str(k): _text(v) for k, v in _dict(spec.get("nodeLabels")).items()},
             node_taints=tuple(dict(_dict(t)) for t in _list(spec.get("nodeTaints"))),
             tolerations=tuple(dict(_dict(t)) for t in _list(spec.get("tolerations"))),
+            topology=_text(spec.get("topologyName")) or None,
         )
