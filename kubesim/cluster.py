@@ -160,7 +160,7 @@ class SimCluster:
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
                 "type": "kwok",
-                **group.labels,
+                **group.labels_of(i),
             }
             if group.gpus is not None:
                 capacity["nvidia.com/gpu"] = str(group.gpus.count * group.gpus.split)

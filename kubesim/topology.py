@@ -6,6 +6,9 @@ The defaults (documented in the README and printed by ``dispatcher sim defaults`
 - every worker: 4 nodes of 8 CPU / 32Gi, ResourceFlavor ``default-flavor``, three ClusterQueues
   ``default``, ``team-a``, ``team-b`` in cohort ``org`` with 8 CPU / 32Gi nominal quota each, and a
   LocalQueue ``user-queue`` in each namespace pointing at the ClusterQueue of the same name;
+- a Kueue ``Topology`` ``default`` (levels block, rack, hostname) over the nodes' topology labels: the CPU nodes
+  form block ``b1`` with racks ``r1`` (nodes 1-2) and ``r2`` (nodes 3-4), GPU nodes block ``b2`` rack ``r3``, for
+  TAS flavors to name (none of the default flavors does);
 - GPU workers also: 2 nodes of 32 CPU / 128Gi with 4 NVIDIA A100 40GB each, registered by HAMi
   (split count 10, 40960 MiB, 100 cores per GPU), a flavor ``hami-vgpu`` for them, GPU quota in the
   ClusterQueues (``nvidia.com/gpu`` vGPU slots and the ``nvidia.com/total-gpumem`` /
@@ -31,6 +34,13 @@ KUEUE_CONFIG_NAMESPACE = "kueue-system"
 KUEUE_CONFIG_NAME = "kueue-manager-config"
 KUEUE_CONFIG_KEY = "controller_manager_config.yaml"
 
+#: The topology the default nodes describe (Kueue TAS): its name and its level labels, highest first.
+TOPOLOGY_NAME = "default"
+BLOCK_LABEL = "topology.kueue-dispatcher.io/block"
+RACK_LABEL = "topology.kueue-dispatcher.io/rack"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+TOPOLOGY_LEVELS = (BLOCK_LABEL, RACK_LABEL, HOSTNAME_LABEL)
+
 
 @dataclass(frozen=True)
 class GpuSpec:
@@ -51,6 +61,13 @@ class NodeGroup:
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[Obj] = field(default_factory=list)
     gpus: GpuSpec | None = None
+    #: Labels of node 1, 2, ... on top of ``labels`` (e.g. each node's rack in a topology).
+    per_node_labels: tuple[dict[str, str], ...] = ()
+
+    def labels_of(self, index: int) -> dict[str, str]:
+        """The labels of node ``index`` (from 1): the group's, then its own."""
+        own = self.per_node_labels[index - 1] if 0 < index <= len(self.per_node_labels) else {}
+        return {**self.labels, **own}
 
 
 @dataclass(frozen=True)
@@ -126,6 +143,19 @@ def _local_queue(namespace: str, cluster_queue: str) -> Obj:
     }
 
 
+def _topology() -> Obj:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology",
+        "metadata": {"name": TOPOLOGY_NAME},
+        "spec": {"levels": [{"nodeLabel": label} for label in TOPOLOGY_LEVELS]},
+    }
+
+
+def _racks(block: str, *racks: str) -> tuple[dict[str, str], ...]:
+    return tuple({BLOCK_LABEL: block, RACK_LABEL: rack} for rack in racks)
+
+
 def _priority_classes() -> list[Obj]:
     return [
         {
@@ -172,9 +202,12 @@ def default_topology() -> Topology:
         objs += [_cluster_queue(cq, gpu=gpu) for cq in sorted(set(queues.values()))]
         objs += [_local_queue(ns, cq) for ns, cq in queues.items()]
         objs += _priority_classes()
+        objs.append(_topology())
         return objs
 
-    cpu_nodes = [NodeGroup(prefix="cpu", count=4, cpu="8", memory="32Gi")]
+    cpu_nodes = [
+        NodeGroup(prefix="cpu", count=4, cpu="8", memory="32Gi", per_node_labels=_racks("b1", "r1", "r1", "r2", "r2"))
+    ]
     gpu_nodes = [
         *cpu_nodes,
         NodeGroup(
@@ -184,6 +217,7 @@ def default_topology() -> Topology:
             memory="128Gi",
             labels={"hami.io/vgpu": "true", "nvidia.com/gpu.present": "true", "gpu": "on"},
             gpus=GpuSpec(),
+            per_node_labels=_racks("b2", "r3", "r3"),
         ),
     ]
     return Topology(
@@ -206,7 +240,7 @@ def _node_groups(raw: Any, path: str) -> list[NodeGroup]:
         p = f"{path}[{i}]"
         if not isinstance(g, dict):
             raise TopologyError(f"{p}: expected a mapping")
-        unknown = set(g) - {"prefix", "count", "cpu", "memory", "pods", "labels", "taints", "gpus"}
+        unknown = set(g) - {"prefix", "count", "cpu", "memory", "pods", "labels", "taints", "gpus", "perNodeLabels"}
         if unknown:
             raise TopologyError(f"{p}.{sorted(unknown)[0]}: unknown key")
         gpus = None
@@ -230,6 +264,9 @@ def _node_groups(raw: Any, path: str) -> list[NodeGroup]:
         taints = g.get("taints") or []
         if not isinstance(taints, list) or not all(isinstance(t, dict) for t in taints):
             raise TopologyError(f"{p}.taints: expected a list of taints")
+        per_node = g.get("perNodeLabels") or []
+        if not isinstance(per_node, list) or not all(isinstance(x, dict) for x in per_node):
+            raise TopologyError(f"{p}.perNodeLabels: expected a list of label mappings (node 1, 2, ...)")
         groups.append(
             NodeGroup(
                 prefix=str(g.get("prefix", "node")),
@@ -240,6 +277,7 @@ def _node_groups(raw: Any, path: str) -> list[NodeGroup]:
                 labels={str(k): str(v) for k, v in labels.items()},
                 taints=list(taints),
                 gpus=gpus,
+                per_node_labels=tuple({str(k): str(v) for k, v in x.items()} for x in per_node),
             )
         )
     return groups
@@ -270,7 +308,8 @@ def load_topology(path: Path) -> Topology:
     ```yaml
     namespaces: [default, team-a]
     cpuWorker:
-      nodes: [{prefix: cpu, count: 2, cpu: "16", memory: 64Gi}]
+      nodes: [{prefix: cpu, count: 2, cpu: "16", memory: 64Gi,
+               perNodeLabels: [{topology.kueue-dispatcher.io/rack: r1}, {topology.kueue-dispatcher.io/rack: r2}]}]
       objects: [ ...manifests... ]     # replaces the default Kueue objects
     gpuWorker:
       nodes: [{prefix: gpu, count: 1, cpu: "32", memory: 128Gi, labels: {hami.io/vgpu: "true"},

@@ -152,7 +152,7 @@ def node_manifests(cluster: str, groups: list[NodeGroup]) -> list[Obj]:
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
                 "type": "kwok",
-                **group.labels,
+                **group.labels_of(i),
             }
             out.append(
                 {

@@ -197,6 +197,7 @@ class RealWorld:
         app.router.add_post("/clusters/{name}/fault", self._admin_fault)
         app.router.add_post("/clusters/{name}/components/{component}", self._admin_component)
         app.router.add_post("/multikueue", self._admin_multikueue)
+        app.router.add_post("/clusters/{name}/kueue-config", self._admin_kueue_config)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", self.options.admin_port)
@@ -258,6 +259,27 @@ class RealWorld:
             return web.json_response({"error": str(exc)}, status=400)
         await asyncio.to_thread(self.write_state)
         return web.json_response({"name": name, "component": component, "running": cluster.procs[component].running})
+
+    async def _admin_kueue_config(self, request: web.Request) -> web.Response:
+        """``POST /clusters/<worker>/kueue-config {"extra": {...}}``: restart the worker's Kueue with ``extra`` merged
+        into its Configuration, on top of what its topology gives it (e.g. ``fairSharing``; ``{}``: back to that)."""
+        name = request.match_info["name"]
+        try:
+            cluster = self.cluster(name)
+        except KeyError:
+            return web.json_response({"error": f"no cluster named {name!r}"}, status=404)
+        if not cluster.plan.worker or not cluster.plan.kueue:
+            return web.json_response({"error": f"{name} is not a worker running Kueue"}, status=400)
+        body = await self._body(request)
+        extra = body.get("extra")
+        if not isinstance(extra, dict):
+            return web.json_response({"error": "extra must be a JSON object"}, status=400)
+        worker = self.topology.gpu_worker if cluster.plan.gpu else self.topology.cpu_worker
+        try:
+            await reconfigure_kueue(cluster, {**(worker.kueue_config or {}), **extra})
+        except (ValueError, ComponentError) as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        return web.json_response({"name": name, "extra": extra})
 
     async def _admin_multikueue(self, request: web.Request) -> web.Response:
         """``POST /multikueue {"flavour": "all-at-once|incremental|external"}``: the manager's dispatcher."""

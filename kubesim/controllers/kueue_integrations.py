@@ -13,6 +13,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..kueue.tas import build_topology_request
 from .kueue_jobs import JobIntegration
 from .kueue_model import PodSetInfo, PodSetMergeError
 
@@ -114,10 +115,15 @@ class TemplatesIntegration(JobIntegration):
         return bool(_get(job, *self.suspend_path()))
 
     def pod_sets(self, job: Mapping[str, Any]) -> list[Obj]:
-        return [
-            {"name": name, "count": count, "template": copy.deepcopy(template or {})}
-            for name, count, template in self.templates(copy.deepcopy(dict(job)))
-        ]
+        out: list[Obj] = []
+        for name, count, template in self.templates(copy.deepcopy(dict(job))):
+            pod_set: Obj = {"name": name, "count": count, "template": copy.deepcopy(template or {})}
+            annotations = ((template or {}).get("metadata") or {}).get("annotations") or {}
+            request = build_topology_request(annotations)
+            if request is not None:
+                pod_set["topologyRequest"] = request
+            out.append(pod_set)
+        return out
 
     def run(self, client: LocalClient, job: Obj, infos: Sequence[PodSetInfo]) -> None:
         new = copy.deepcopy(job)

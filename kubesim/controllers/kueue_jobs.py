@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..constants import JOB_CONTROLLER_NAME, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
+from ..kueue.tas import build_topology_request
 from .kueue_model import STOPPING_ANNOTATION, PodSetInfo, PodSetMergeError
 
 if TYPE_CHECKING:
@@ -161,11 +162,12 @@ class BatchJobIntegration(JobIntegration):
             for key in _JOB_MANAGED_LABELS:
                 if key != "batch.kubernetes.io/job-name":
                     labels.pop(key, None)
+        annotations_of_pods = (template.get("metadata") or {}).get("annotations") or {}
         pod_set: Obj = {
             "name": "main",
             "count": self._pods_count(job),
             "template": template,
-            "topologyRequest": {"podIndexLabel": "batch.kubernetes.io/job-completion-index"},
+            "topologyRequest": build_topology_request(annotations_of_pods, "batch.kubernetes.io/job-completion-index"),
         }
         annotations = (job.get("metadata") or {}).get("annotations") or {}
         if _JOB_MIN_PARALLELISM in annotations:

@@ -716,3 +716,39 @@ class TasState:
                     slot[r] = slot.get(r, 0) + v * count
                 slot["pods"] = slot.get("pods", 0) + count
         return FlavorTopology(topology, levels, tolerations, nodes, non_tas, used)
+
+
+_BOOL = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True}
+_BOOL.update({"0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False})
+
+
+def build_topology_request(annotations: Mapping[str, Any], pod_index_label: str | None = None) -> Obj | None:
+    """``NewPodSetTopologyRequest(meta).PodIndexLabel(...).Build()`` (jobframework/tas.go): the pod set's
+    ``topologyRequest`` from its template's annotations; ``None`` without any annotation or index label (a bad
+    ``podset-unconstrained-topology`` or slice size, which Kueue's webhook rejects, counts as none)."""
+    out: Obj = {}
+    if "kueue.x-k8s.io/podset-required-topology" in annotations:
+        out["required"] = str(annotations["kueue.x-k8s.io/podset-required-topology"])
+    elif "kueue.x-k8s.io/podset-preferred-topology" in annotations:
+        out["preferred"] = str(annotations["kueue.x-k8s.io/podset-preferred-topology"])
+    elif "kueue.x-k8s.io/podset-unconstrained-topology" in annotations:
+        value = _BOOL.get(str(annotations["kueue.x-k8s.io/podset-unconstrained-topology"]))
+        if value is None:
+            return None
+        out["unconstrained"] = value
+    slice_level = annotations.get("kueue.x-k8s.io/podset-slice-required-topology")
+    slice_size = annotations.get("kueue.x-k8s.io/podset-slice-size")
+    if not out and (slice_level is None or slice_size is None) and pod_index_label is None:
+        return None
+    if slice_level is not None and slice_size is not None:
+        try:
+            out["podSetSliceSize"] = int(str(slice_size))
+        except ValueError:
+            return None
+        out["podSetSliceRequiredTopology"] = str(slice_level)
+    if pod_index_label is not None:
+        out["podIndexLabel"] = pod_index_label
+    group = annotations.get("kueue.x-k8s.io/podset-group-name")
+    if group is not None and ("required" in out or "preferred" in out):
+        out["podSetGroupName"] = str(group)
+    return out
