@@ -282,7 +282,15 @@ class PodStrategy(Strategy):
         causes = _validate_pod_spec(obj.get("spec"), "spec", job=False)
         if old is not None:
             new_spec, old_spec = clone(obj.get("spec") or {}), clone(old.get("spec") or {})
-            # Mutable: container images, activeDeadlineSeconds, tolerations (additions), schedulingGates (removal).
+            # Mutable: container images, activeDeadlineSeconds, tolerations (additions), schedulingGates (removal);
+            # while the pod is gated, node selector additions (KEP-3838, mutable pod scheduling directives: how
+            # Kueue's TAS ungater gives a pod its topology domain).
+            if old_spec.get("schedulingGates"):
+                old_selector = old_spec.get("nodeSelector") or {}
+                new_selector = new_spec.get("nodeSelector") or {}
+                if all(new_selector.get(k) == v for k, v in old_selector.items()):
+                    old_spec.pop("nodeSelector", None)
+                    new_spec.pop("nodeSelector", None)
             for s in (new_spec, old_spec):
                 for group in ("containers", "initContainers"):
                     for c in s.get(group) or []:

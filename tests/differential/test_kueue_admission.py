@@ -3,31 +3,49 @@
 real Kueue will do with it.
 
 Each scenario is submitted one Job at a time; after each, Kueue is left to settle and the outcome recorded: admitted
-(with the flavors it assigned) or pending, and which running workloads it preempted. The real rig's outcomes are the
-truth: the simulator must match them step by step, and so must the quota model's prediction (``Fit``: admitted with
-those flavors and no preemption; ``Preempt``: admitted after preempting; ``NoFit``: pending).
+(with the flavors it assigned and, for TAS, the nodes its topology assignment names, once the pods run there) or
+pending, and which running workloads it preempted. The real rig's outcomes are the truth: the simulator must match
+them step by step, and so must the quota model's prediction (``Fit``: admitted with those flavors and no preemption;
+``Preempt``: admitted after preempting; ``NoFit``: pending).
+
+Fair sharing scenarios turn on ``fairSharing`` in the worker's Kueue Configuration for their run (the simulator reads
+its ConfigMap; the real rig's worker Kueue restarts with it, through the rig's admin endpoint) and back off after.
+TAS scenarios use the shared topology of kubesim/topology.py: Topology ``default`` over the CPU nodes' block and rack
+labels (racks of two 8-CPU nodes), a TAS flavor naming it, and Jobs with the podset topology annotations.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from realrig import RealRig, clean
 
 from dispatcher.config import KubeconfigRef
 from dispatcher.kube.client import ClusterClient, KubeError, Resource, connect
 from dispatcher.placement.kueue.assignment import FlavorAssignmentMode, preemption_targets
 from dispatcher.placement.kueue.flavors import assign_flavors
-from dispatcher.placement.kueue.specs import ClusterQueueSpec, CohortSpec, ResourceFlavorSpec
+from dispatcher.placement.kueue.specs import ClusterQueueSpec, CohortSpec, FairSharingConfig, ResourceFlavorSpec
+from dispatcher.placement.kueue.tas import TASCache, node_from_object, non_tas_pod_usage
+from dispatcher.placement.kueue.topology import TopologySpec, decode_assignment
 from dispatcher.placement.kueue.tree import QuotaTree
-from dispatcher.placement.kueue.workloads import AdmittedWorkload, workload_pod_sets
+from dispatcher.placement.kueue.workloads import AdmittedWorkload, pod_requests, workload_pod_sets
 from dispatcher.placement.partial import partial_counts
+from kubesim.topology import (
+    BLOCK_LABEL,
+    KUEUE_CONFIG_KEY,
+    KUEUE_CONFIG_NAME,
+    KUEUE_CONFIG_NAMESPACE,
+    RACK_LABEL,
+    TOPOLOGY_NAME,
+)
 
 Obj = dict[str, Any]
 KUEUE = "kueue.x-k8s.io"
@@ -38,7 +56,16 @@ LQS = Resource(KUEUE, "v1beta2", "localqueues", "LocalQueue")
 WORKLOADS = Resource(KUEUE, "v1beta2", "workloads", "Workload")
 JOBS = Resource("batch", "v1", "jobs", "Job")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+PODS = Resource("", "v1", "pods", "Pod")
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
+TOPOLOGIES = Resource(KUEUE, "v1beta2", "topologies", "Topology", namespaced=False)
 PRIORITY = {"low": 100, "high": 1000}
+REQUIRED = f"{KUEUE}/podset-required-topology"
+PREFERRED = f"{KUEUE}/podset-preferred-topology"
+UNCONSTRAINED = f"{KUEUE}/podset-unconstrained-topology"
+#: Fair sharing as a v1beta2 Kueue Configuration turns it on (strategies are required there).
+FAIR_SHARING: Obj = {"fairSharing": {"preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
 
 
 @dataclass(frozen=True)
@@ -49,6 +76,7 @@ class Step:
     parallelism: int = 1  # pods (and completions)
     min_parallelism: int | None = None  # kueue.x-k8s.io/job-min-parallelism: partial admission down to that
     node_selector: dict[str, str] | None = None  # the pod template's nodeSelector
+    topology: dict[str, str] | None = None  # the pod template's kueue.x-k8s.io/podset-*-topology annotations
 
 
 @dataclass(frozen=True)
@@ -60,6 +88,12 @@ class Scenario:
     flavors: tuple[str, ...] = ("f1",)
     cohort: Obj = field(default_factory=dict)  # the Cohort's spec (its own quota, hierarchical cohorts)
     flavor_labels: dict[str, dict[str, str]] = field(default_factory=dict)  # ResourceFlavor nodeLabels per flavor
+    tas_flavors: tuple[str, ...] = ()  # flavors with spec.topologyName: the shared Topology "default"
+    kueue_config: Obj | None = None  # merged into the worker's Kueue Configuration for the run (fair sharing)
+
+    @property
+    def uses_tas(self) -> bool:
+        return bool(self.tas_flavors)
 
 
 def _resources(nominal: str, borrowing: str | None, lending: str | None) -> Obj:
@@ -198,6 +232,63 @@ SCENARIOS = [
         ],
         flavors=("f1", "f2"),
     ),
+    Scenario(
+        "fairshare",  # fair sharing: a borrowing ClusterQueue preempts one whose share is higher (classical: none)
+        {
+            "a": ([("f1", "4", None, None)], {"preemption": {"reclaimWithinCohort": "Any"}}),
+            "b": ([("f1", "4", None, None)], {"preemption": {"reclaimWithinCohort": "Any"}}),
+        },
+        [
+            Step("b", "7"),  # b borrows 3 of a's 4
+            Step("a", "1"),  # a's last free CPU
+            # a would borrow 1 (share 125) against b's 3 (share 375): LessThanInitialShare lets it preempt b's Job
+            Step("a", "4"),
+        ],
+        kueue_config=FAIR_SHARING,
+    ),
+    Scenario(
+        "fairweight",  # fair sharing weights: b (weight 4) keeps what it borrows from a (weight 1)
+        {
+            "a": ([("f1", "4", None, None)], {"preemption": {"reclaimWithinCohort": "Any"}}),
+            "b": (
+                [("f1", "4", None, None)],
+                {"preemption": {"reclaimWithinCohort": "Any"}, "fairSharing": {"weight": "4"}},
+            ),
+        },
+        [
+            Step("b", "6"),  # b borrows 2 of the 8 the cohort could lend: share 250, weighted 62.5
+            Step("a", "1"),
+            # a would borrow 1 (share 125 > b's 62.5 and > b's 0 without the Job): no strategy lets it preempt
+            Step("a", "4"),
+        ],
+        kueue_config=FAIR_SHARING,
+    ),
+    Scenario(
+        "tas",  # topology aware scheduling over two racks of two 8-CPU nodes (kubesim/topology.py)
+        {"a": ([("tas", "64", None, None)], {})},
+        [
+            Step("a", "2", parallelism=6, topology={REQUIRED: RACK_LABEL}),  # one rack: 4 + 2 pods
+            Step("a", "2", parallelism=6, topology={REQUIRED: RACK_LABEL}),  # the other rack
+            Step("a", "2", parallelism=3, topology={REQUIRED: RACK_LABEL}),  # 2 pods left per rack: pending
+            Step("a", "2", parallelism=3, topology={PREFERRED: RACK_LABEL}),  # spread over the racks of the block
+            Step("a", "1", parallelism=1, topology={UNCONSTRAINED: "true"}),  # the node with the least room
+        ],
+        flavors=("tas",),
+        flavor_labels={"tas": {BLOCK_LABEL: "b1"}},  # Kueue requires node labels on a TAS flavor: block b1's nodes
+        tas_flavors=("tas",),
+    ),
+    Scenario(
+        "impliedtas",  # a ClusterQueue whose only flavor is a TAS flavor: every Job gets TAS (unconstrained)
+        {"a": ([("tas", "64", None, None)], {})},
+        [
+            Step("a", "3", parallelism=4),  # 4 pods of 3 CPU, least free capacity first: two on each of rack r1's nodes
+            Step("a", "4", parallelism=3),  # r1's nodes have 2 CPU left: rack r2's nodes take 2 + 1
+            Step("a", "2", parallelism=4, topology={REQUIRED: RACK_LABEL}),  # 2 pods left per rack: pending
+        ],
+        flavors=("tas",),
+        flavor_labels={"tas": {BLOCK_LABEL: "b1"}},
+        tas_flavors=("tas",),
+    ),
 ]
 
 
@@ -211,9 +302,11 @@ class Outcome:
     #: ``spec.parallelism`` once Kueue started it.
     count: int | None = None
     parallelism: int | None = None
+    #: TAS: the nodes of the topology assignment and their pods (node names without the cluster's prefix).
+    topology: list[tuple[str, int]] | None = None
 
-    def shown(self) -> tuple[bool, dict[str, str], list[str], int | None, int | None]:
-        return self.admitted, self.flavors, self.preempted, self.count, self.parallelism
+    def shown(self) -> tuple[bool, dict[str, str], list[str], int | None, int | None, list[tuple[str, int]] | None]:
+        return self.admitted, self.flavors, self.preempted, self.count, self.parallelism, self.topology
 
 
 def _cq(sc: Scenario, q: str) -> Obj:
@@ -245,6 +338,7 @@ def _job(sc: Scenario, i: int, step: Step) -> Obj:
     meta: Obj = {"name": f"j{i}", "namespace": f"diff-{sc.name}", "labels": labels}
     if step.min_parallelism is not None:
         meta["annotations"] = {f"{KUEUE}/job-min-parallelism": str(step.min_parallelism)}
+    template_annotations = {"sim.dispatcher.io/run-seconds": "3600", **(step.topology or {})}
     pod: Obj = {
         "restartPolicy": "Never",
         "containers": [{"name": "main", "image": "busybox:1.36", "resources": {"requests": {"cpu": step.cpu}}}],
@@ -259,7 +353,7 @@ def _job(sc: Scenario, i: int, step: Step) -> Obj:
             "suspend": True,
             "parallelism": step.parallelism,
             "completions": step.parallelism,
-            "template": {"metadata": {"annotations": {"sim.dispatcher.io/run-seconds": "3600"}}, "spec": pod},
+            "template": {"metadata": {"annotations": template_annotations}, "spec": pod},
         },
     }
 
@@ -306,8 +400,21 @@ async def _into_next_second() -> None:
 async def _setup(client: ClusterClient, sc: Scenario) -> None:
     ns = f"diff-{sc.name}"
     await _create(client, NAMESPACES, None, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    if sc.uses_tas:
+        # Kueue counts every pod bound to a node outside TAS against it: wait for earlier scenarios' pods to go.
+        async def nodes_free() -> bool:
+            pods = (await client.list(PODS)).get("items") or []
+            return not any(
+                p["metadata"]["namespace"].startswith("diff-")
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+                for p in pods
+            )
+
+        await _eventually(nodes_free, "earlier scenarios' pods gone", timeout=120)
     for f in sc.flavors:
         spec: Obj = {"nodeLabels": dict(sc.flavor_labels[f])} if f in sc.flavor_labels else {}
+        if f in sc.tas_flavors:
+            spec["topologyName"] = TOPOLOGY_NAME
         await _create(
             client,
             FLAVORS,
@@ -369,37 +476,87 @@ async def _teardown(client: ClusterClient, sc: Scenario) -> None:
     await client.delete(COHORTS, None, f"diff-{sc.name}")
 
 
+def _host(name: str) -> str:
+    """A node name without its cluster's prefix (``worker-2-cpu-3`` is ``cpu-3``), as rigs name nodes alike."""
+    return re.sub(r"^worker-\d+-", "", name)
+
+
+def _tas_cache(cluster: ClusterView, admitted: list[Obj]) -> TASCache:
+    """Kueue's TAS view of the cluster, as the dispatcher's capacity view builds it."""
+    tas = TASCache()
+    for topo in cluster.topologies:
+        tas.set_topology(TopologySpec.from_object(topo))
+    for node in cluster.nodes:
+        tas.set_node(*node_from_object(node))
+    for pod in cluster.pods:
+        meta = pod["metadata"]
+        usage = non_tas_pod_usage(pod, pod_requests(pod.get("spec") or {}, limits_as_requests=False))
+        tas.set_pod(f"{meta['namespace']}/{meta['name']}", usage)
+    for wl in admitted:
+        info = AdmittedWorkload.from_object(wl)
+        tas.add_workload(info.key, info.tas_usage)
+    return tas
+
+
+@dataclass
+class ClusterView:
+    """What of the cluster the prediction reads besides the scenario's own objects."""
+
+    nodes: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+    topologies: list[Obj] = field(default_factory=list)
+
+
 def _predict(
-    cqs: list[Obj], cohorts: list[Obj], flavors: list[Obj], admitted: list[Obj], job: Obj, sc: Scenario, step: Step
+    cqs: list[Obj],
+    cohorts: list[Obj],
+    flavors: list[Obj],
+    admitted: list[Obj],
+    job: Obj,
+    sc: Scenario,
+    step: Step,
+    cluster: ClusterView | None = None,
 ) -> str:
-    """What the product's quota model says Kueue will do with ``job``: ``FIT {flavors} x<pods>``, ``PREEMPT
-    [victims]`` (the Jobs of the workloads Kueue's preemptor would evict; none: the workload waits) or ``NOFIT``.
-    When the full count neither fits nor preempts, fewer pods down to ``minCount`` (:func:`partial_counts`)."""
+    """What the product's quota model says Kueue will do with ``job``: ``FIT {flavors} x<pods>`` (with the nodes of a
+    topology assignment), ``PREEMPT [victims]`` (the Jobs of the workloads Kueue's preemptor would evict; none: the
+    workload waits) or ``NOFIT``. When the full count neither fits nor preempts, fewer pods down to ``minCount``
+    (:func:`partial_counts`). Fair sharing and TAS as the scenario's worker has them."""
     tree = QuotaTree([ClusterQueueSpec.from_object(c) for c in cqs], [CohortSpec.from_object(c) for c in cohorts])
     owners = {}
     for wl in admitted:
         tree.add_workload(AdmittedWorkload.from_object(wl))
         owners[wl["metadata"]["name"]] = wl["metadata"]["ownerReferences"][0]["name"]
-    pod_set: Obj = {"name": "main", "count": step.parallelism, "template": job["spec"]["template"]}
+    template = job["spec"]["template"]
+    pod_set: Obj = {"name": "main", "count": step.parallelism, "template": template}
     if step.min_parallelism is not None:
         pod_set["minCount"] = step.min_parallelism
+    if step.topology:
+        key = {REQUIRED: "required", PREFERRED: "preferred", UNCONSTRAINED: "unconstrained"}
+        pod_set["topologyRequest"] = {
+            key[k]: (v == "true" if k == UNCONSTRAINED else v) for k, v in step.topology.items()
+        }
     wl = {"metadata": {"name": "new"}, "spec": {"podSets": [pod_set]}}
     priority = PRIORITY.get(step.priority or "", 0)
     now = time.time()
     cq = f"diff-{sc.name}-{step.queue}"
     pod_sets = workload_pod_sets(wl)
     rfs = {f["metadata"]["name"]: ResourceFlavorSpec.from_object(f) for f in flavors}
-    assignment = assign_flavors(tree, cq, pod_sets, rfs, priority=priority, queue_order_time=now, now=now)
+    fair = FairSharingConfig.from_config({"apiVersion": "config.kueue.x-k8s.io/v1beta2", **(sc.kueue_config or {})})
+    tas = _tas_cache(cluster, admitted) if cluster is not None and sc.uses_tas else None
+    kw: Any = {"priority": priority, "queue_order_time": now, "now": now, "fair_sharing": fair, "tas": tas}
+    assignment = assign_flavors(tree, cq, pod_sets, rfs, **kw)
     targets = []
     if assignment.mode == FlavorAssignmentMode.PREEMPT:
-        targets = preemption_targets(tree, assignment, priority=priority, queue_order_time=now, now=now)
+        targets = preemption_targets(tree, assignment, **kw)
     if assignment.mode != FlavorAssignmentMode.FIT and not targets:
-        partial = partial_counts(tree, cq, pod_sets, rfs, priority=priority, queue_order_time=now, now=now)
+        partial = partial_counts(tree, cq, pod_sets, rfs, **kw)
         if partial is not None:
             assignment, targets = partial.assignment, partial.targets
     if assignment.mode == FlavorAssignmentMode.FIT:
         flavors_of = {r: a.flavor for ps in assignment.pod_sets for r, a in ps.flavors.items()}
-        return f"FIT {flavors_of} x{assignment.pod_sets[0].count}"
+        placed = assignment.topology.get("main")
+        where = "" if placed is None else f" @{sorted((_host(d.values[-1]), d.count) for d in placed.domains)}"
+        return f"FIT {flavors_of} x{assignment.pod_sets[0].count}{where}"
     if assignment.mode == FlavorAssignmentMode.PREEMPT:
         return f"PREEMPT {sorted(owners.get(t.workload.key.split('/')[-1], t.workload.key) for t in targets)}"
     return "NOFIT"
@@ -418,9 +575,17 @@ async def _run(client: ClusterClient, sc: Scenario) -> tuple[list[Outcome], dict
             cohorts = [o for o in (await client.list(COHORTS)).get("items") or [] if o["metadata"]["name"] == ns]
             flavors = (await client.list(FLAVORS)).get("items") or []
             admitted = [w for w in workloads if _true(w, "QuotaReserved")]
+            view = None
+            if sc.uses_tas:
+                pods = (await client.list(PODS)).get("items") or []
+                view = ClusterView(
+                    nodes=(await client.list(NODES)).get("items") or [],
+                    pods=[p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")],
+                    topologies=(await client.list(TOPOLOGIES)).get("items") or [],
+                )
             job = _job(sc, i, step)
             job_name = job["metadata"]["name"]
-            predicted = _predict(cqs, cohorts, flavors, admitted, job, sc, step)
+            predicted = _predict(cqs, cohorts, flavors, admitted, job, sc, step, view)
             created = await client.create(JOBS, ns, job)
             uid = created["metadata"]["uid"]
 
@@ -452,7 +617,21 @@ async def _run(client: ClusterClient, sc: Scenario) -> tuple[list[Outcome], dict
                             return None
                         parallelism = started["spec"].get("parallelism")
                     flavors = dict(assignment.get("flavors") or {})
-                    return Outcome(True, flavors, victims, count=assignment.get("count"), parallelism=parallelism)
+                    topology = None
+                    placed = decode_assignment(assignment.get("topologyAssignment"))
+                    if placed is not None:
+                        topology = sorted((_host(d.values[-1]), d.count) for d in placed.domains)
+                        # The pods leave the topology gate and run on those nodes.
+                        if not await _pods_on(client, ns, name, dict(topology)):
+                            return None
+                    return Outcome(
+                        True,
+                        flavors,
+                        victims,
+                        count=assignment.get("count"),
+                        parallelism=parallelism,
+                        topology=topology,
+                    )
                 pending = _cond(wl, "QuotaReserved")
                 if pending is not None and pending.get("reason") == "Pending":
                     return Outcome(False, {}, victims)
@@ -477,10 +656,46 @@ async def _run(client: ClusterClient, sc: Scenario) -> tuple[list[Outcome], dict
         await _teardown(client, sc)
 
 
+async def _pods_on(client: ClusterClient, ns: str, job: str, nodes: dict[str, int]) -> bool:
+    """The Job's pods all run, ungated, on the nodes of its topology assignment, as many on each as it says."""
+    pods = (await client.list(PODS, ns)).get("items") or []
+    mine = [p for p in pods if (p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-name") == job]
+    placed: dict[str, int] = {}
+    for p in mine:
+        spec = p.get("spec") or {}
+        if spec.get("schedulingGates") or not spec.get("nodeName"):
+            return False
+        host = _host(spec["nodeName"])
+        placed[host] = placed.get(host, 0) + 1
+    return placed == nodes
+
+
+async def _kueue_config(client: ClusterClient, real_rig: RealRig | None, extra: Obj | None) -> None:
+    """Merge ``extra`` into the worker's Kueue Configuration (``None``: back to the rig's own). The real rig restarts
+    the worker's Kueue with it (its admin endpoint writes the file and the ConfigMap); the simulated Kueue reads the
+    ConfigMap."""
+    if real_rig is not None:
+        await real_rig.post("/clusters/worker-2/kueue-config", {"extra": extra or {}})
+        return
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", **(extra or {})}
+    body: Obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": KUEUE_CONFIG_NAME, "namespace": KUEUE_CONFIG_NAMESPACE},
+        "data": {KUEUE_CONFIG_KEY: yaml.safe_dump(config)},
+    }
+    if await client.get(CONFIGMAPS, KUEUE_CONFIG_NAMESPACE, KUEUE_CONFIG_NAME) is None:
+        await client.create(CONFIGMAPS, KUEUE_CONFIG_NAMESPACE, body)
+    else:
+        await client.patch(CONFIGMAPS, KUEUE_CONFIG_NAMESPACE, KUEUE_CONFIG_NAME, {"data": body["data"]})
+    await asyncio.sleep(0.3)  # the simulated Kueue re-reads it from its watch
+
+
 def _agrees(o: Outcome) -> bool:
     """The model's prediction agrees with what Kueue did."""
     if o.predicted.startswith("FIT"):
-        return o.admitted and not o.preempted and o.predicted == f"FIT {o.flavors} x{o.count}"
+        where = "" if o.topology is None else f" @{o.topology}"
+        return o.admitted and not o.preempted and o.predicted == f"FIT {o.flavors} x{o.count}{where}"
     if o.predicted.startswith("PREEMPT"):
         victims = o.predicted.removeprefix("PREEMPT ")
         if victims == "[]":  # Preempt mode without candidates: Kueue leaves it pending
@@ -506,14 +721,20 @@ async def test_kueue_admits_as_predicted(
         await asyncio.to_thread(world.write_files, tmp_path)
         client = await connect("sim-worker", KubeconfigRef(path=str(tmp_path / "worker-1.kubeconfig")))
     try:
-        outcomes, final = await _run(client, scenario)
+        if scenario.kueue_config is not None:
+            await _kueue_config(client, real_rig, scenario.kueue_config)
+        try:
+            outcomes, final = await _run(client, scenario)
+        finally:
+            if scenario.kueue_config is not None:
+                await _kueue_config(client, real_rig, None)
     finally:
         await client.close()
         if world is not None:
             await world.stop()
     table = "\n".join(
         f"  step {i} {s}: admitted={o.admitted} flavors={o.flavors} preempted={o.preempted} count={o.count} "
-        f"parallelism={o.parallelism} model={o.predicted}"
+        f"parallelism={o.parallelism} topology={o.topology} model={o.predicted}"
         for i, (s, o) in enumerate(zip(scenario.steps, outcomes, strict=True))
     )
     EXPECTED[(scenario.name, backend)] = ([o.shown() for o in outcomes], final)
