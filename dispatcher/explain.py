@@ -31,8 +31,15 @@ def render_decision(decision: dict[str, Any]) -> list[str]:
             details = f"{terms}; ClusterQueue {w.get('clusterQueue')}"
             if w.get("preempts"):
                 details += f"; would preempt {w['preempts']}"
+                if w.get("preemptionReasons"):
+                    details += f" ({w['preemptionReasons']})"
             if w.get("partial"):
                 details += f"; {w['partial']}"
+            if w.get("topology"):
+                details += f"; topology: {w['topology']}"
+            fair = w.get("fairShare")
+            if isinstance(fair, dict) and fair.get("share") is not None:
+                details += f"; fair share after admission {fair['share']} ({fair.get('resource')})"
             rows.append([name + mark, "yes", f"{float(w.get('score') or 0):.3f}", details])
         else:
             rows.append([name, "no", "-", str(w.get("reason", ""))])

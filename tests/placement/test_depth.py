@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dispatcher.config import Policy
+from dispatcher.explain import render_decision
 from dispatcher.placement.engine import PlacementEngine
 from dispatcher.placement.kueue.specs import FairSharingConfig
 from dispatcher.placement.kueue.topology import TopologyRequest, topology_request
@@ -248,3 +249,17 @@ def test_fair_sharing_lets_the_queue_reclaim_while_borrowing_by_fair_preemption(
     assert by_name["worker-1"].preemption_reasons == "InCohortFairSharing: 1"
     assert not by_name["worker-2"].feasible
     assert d.chosen is not None and "its Kueue will preempt 1 workload(s) (InCohortFairSharing: 1)" in d.summary
+
+
+def test_dispatcher_explain_shows_topology_fair_share_and_preemption_reasons() -> None:
+    workers = [_tas_worker("worker-1", {"r1": 8, "r2": 2}), _tas_worker("worker-2", {"r1": 6, "r2": 6})]
+    d = PlacementEngine(Policy()).decide(_workload(8, **{REQUIRED: RACK}), workers)
+    rendered = "\n".join(render_decision(d.explanation()))
+    assert "topology: pod set main: 8 pods in one rack" in rendered
+    assert "pod set main needs 8 pods in one rack; largest free rack on worker-2 holds 6" in rendered
+
+    fair = _fair_worker("worker-1", weight="2", other_uses="12")
+    d = PlacementEngine(Policy()).decide(_cpu_workload("6"), [fair])
+    rendered = "\n".join(render_decision(d.explanation()))
+    assert "would preempt 1 (InCohortFairSharing: 1)" in rendered
+    assert "fair share after admission" in rendered
