@@ -24,7 +24,7 @@ from ..kueue.queues import ClusterQueueQueue, order_key, queue_order_timestamp
 from ..kueue.quota import AdmittedWorkload, QuotaTree
 from ..kueue.requests import FlavorResource, PodSet, pod_requests, resource_value
 from ..kueue.specs import ClusterQueueSpec, CohortSpec, FlavorSpec
-from ..kueue.tas import TasState
+from ..kueue.tasstate import TasState
 from ..patch import clone
 from ..store import StoreEvent
 from ..topology import KUEUE_CONFIG_KEY, KUEUE_CONFIG_NAME, KUEUE_CONFIG_NAMESPACE

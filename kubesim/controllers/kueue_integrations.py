@@ -13,7 +13,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..kueue.tas import build_topology_request
+from ..kueue.tasstate import build_topology_request
 from .kueue_jobs import JobIntegration
 from .kueue_model import PodSetInfo, PodSetMergeError
 

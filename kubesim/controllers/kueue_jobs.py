@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..constants import JOB_CONTROLLER_NAME, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL
-from ..kueue.tas import build_topology_request
+from ..kueue.tasstate import build_topology_request
 from .kueue_model import STOPPING_ANNOTATION, PodSetInfo, PodSetMergeError
 
 if TYPE_CHECKING:

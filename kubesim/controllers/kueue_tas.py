@@ -13,7 +13,7 @@ import logging
 from collections.abc import Hashable
 
 from ..errors import ApiError
-from ..kueue.tas import assignment_from_api
+from ..kueue.tasnodes import assignment_from_api
 from ..patch import clone
 from .kueue_cache import WL, KueueBase
 from .kueue_model import PODSET_LABEL, TOPOLOGY_GATE, WORKLOAD_ANNOTATION, has_quota_reservation

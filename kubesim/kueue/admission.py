@@ -21,7 +21,7 @@ from .preemption import Preemptor, Target
 from .quota import QuotaTree
 from .requests import PodSet
 from .specs import ClusterQueueSpec, FlavorSpec
-from .tas import TasState
+from .tasstate import TasState
 from .tasstep import placeable
 
 __all__ = ["Decision", "decide", "reduced_counts", "search_counts"]

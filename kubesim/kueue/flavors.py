@@ -32,7 +32,9 @@ from typing import Any
 from .quota import Node, QuotaTree, available, lowest_fitting_subtree, potential_available
 from .requests import FlavorResource, PodSet, quantity_string
 from .specs import TRY_NEXT_FLAVOR, ClusterQueueSpec, FlavorSpec, ResourceGroup
-from .tas import FlavorTopology, TasPodSet, TasState, assignment_to_api
+from .tas import FlavorTopology
+from .tasnodes import TasPodSet, assignment_to_api
+from .tasstate import TasState
 from .tasstep import domains_fit, flavor_mismatch, tas_only, tas_views, topology_step
 
 __all__ = [

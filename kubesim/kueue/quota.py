@@ -23,7 +23,7 @@ from kubecommon.quantity import QuantityError, parse_quantity
 from .queues import queue_order_timestamp, timestamp
 from .requests import FlavorResource, quantity_string, resource_value
 from .specs import ClusterQueueSpec, CohortSpec, Quota
-from .tas import assignment_from_api
+from .tasnodes import assignment_from_api
 
 __all__ = ["AdmittedWorkload", "Node", "QuotaTree", "available", "lowest_fitting_subtree", "potential_available"]
 

@@ -20,258 +20,25 @@ failed nodes, elastic workloads.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from kubecommon.quantity import QuantityError, kueue_value, parse_quantity
-
-__all__ = [
-    "HOSTNAME",
-    "FlavorTopology",
-    "TasNode",
-    "TasPodSet",
-    "assignment_from_api",
-    "assignment_to_api",
-    "topology_request_of",
-]
-
-HOSTNAME = "kubernetes.io/hostname"
-_INT32_MAX = 2147483647
-_TAS_MARKERS = (
-    "kueue.x-k8s.io/podset-required-topology",
-    "kueue.x-k8s.io/podset-preferred-topology",
-    "kueue.x-k8s.io/podset-unconstrained-topology",
+from .tasnodes import (
+    HOSTNAME,
+    INT32_MAX,
+    Domain,
+    Domains,
+    Outcome,
+    TasNode,
+    TasPodSet,
+    affinity_ok,
+    fits_times,
+    go_div,
+    taint_text,
+    tolerated,
 )
 
-Obj = dict[str, Any]
-Domains = list[tuple[tuple[str, ...], int]]
-
-
-def _go_div(a: int, b: int) -> int:
-    """Go's ``/`` on integers (rounds toward zero)."""
-    q = abs(a) // abs(b)
-    return -q if (a < 0) != (b < 0) else q
-
-
-def fits_times(per_pod: Mapping[str, int], free: Mapping[str, int]) -> tuple[int, str]:
-    """``Requests.CountInWithLimitingResource``: how many pods fit and which resource limits them (ties by name)."""
-    best: int | None = None
-    name = ""
-    for res in sorted(per_pod):
-        want = per_pod[res]
-        if res not in free and want != 0:
-            return 0, res
-        n = _INT32_MAX if want == 0 else _go_div(free.get(res, 0), want)
-        if best is None or n < best or (n == best and res < name):
-            best, name = n, res
-    return best or 0, name
-
-
-def topology_request_of(pod_set: Mapping[str, Any]) -> Obj | None:
-    """A Workload pod set's ``topologyRequest``."""
-    tr = pod_set.get("topologyRequest")
-    return tr if isinstance(tr, dict) else None
-
-
-def explicit_tas(tr: Mapping[str, Any] | None) -> bool:
-    """``IsExplicitlyRequestingTAS``."""
-    if tr is None:
-        return False
-    return any(
-        tr.get(k) is not None
-        for k in ("unconstrained", "required", "preferred", "podSetSliceRequiredTopology", "podSetSliceSize")
-    ) or bool(tr.get("podsetSliceRequiredTopologyConstraints"))
-
-
-def is_tas_pod(pod: Mapping[str, Any]) -> bool:
-    """``utiltas.IsTAS``: the pod carries a topology annotation."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    return any(k in annotations for k in _TAS_MARKERS)
-
-
-@dataclass
-class TasNode:
-    name: str
-    labels: Mapping[str, str]
-    taints: Sequence[Mapping[str, Any]] = ()
-    allocatable: Mapping[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def from_object(cls, node: Mapping[str, Any]) -> tuple[TasNode, bool]:
-        """The node and whether TAS counts it (Ready, not unschedulable)."""
-        meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
-        alloc: dict[str, int] = {}
-        for res, qty in (status.get("allocatable") or {}).items():
-            with contextlib.suppress(QuantityError):
-                alloc[str(res)] = kueue_value(str(res), parse_quantity(qty))
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
-        return (
-            cls(meta.get("name", ""), dict(meta.get("labels") or {}), list(spec.get("taints") or ()), alloc),
-            ready and not spec.get("unschedulable"),
-        )
-
-
-@dataclass
-class TasPodSet:
-    """One pod set to place (``TASPodSetRequests``)."""
-
-    name: str
-    count: int
-    per_pod: Mapping[str, int]
-    request: Mapping[str, Any] | None
-    pod_spec: Mapping[str, Any] = field(default_factory=dict)
-    implied: bool = False
-
-    @property
-    def group(self) -> str | None:
-        if self.request is None:
-            return None
-        g = self.request.get("podSetGroupName")
-        return str(g) if g else None
-
-
-@dataclass
-class Outcome:
-    """A pod set's placement: ``domains`` (values at ``levels``, count) or ``reason``."""
-
-    levels: tuple[str, ...] = ()
-    domains: Domains = field(default_factory=list)
-    reason: str = ""
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Assignments in the API (v1beta2 TopologyAssignment)
-# --------------------------------------------------------------------------------------------------------------
-
-
-def _common(values: Sequence[str]) -> Obj:
-    first = values[0]
-    if all(v == first for v in values):
-        return {"universal": first}
-    shortest = min(len(v) for v in values)
-    pre = 0
-    while pre < shortest and all(v[pre] == first[pre] for v in values):
-        pre += 1
-    suf = 0
-    while suf < shortest and all(v[len(v) - 1 - suf] == first[len(first) - 1 - suf] for v in values):
-        suf += 1
-    if pre + suf > shortest:
-        pre = shortest - suf
-    out: Obj = {}
-    if pre:
-        out["prefix"] = first[:pre]
-    if suf:
-        out["suffix"] = first[len(first) - suf :]
-    out["roots"] = [v[pre : len(v) - suf] for v in values]
-    return {"individual": out}
-
-
-def assignment_to_api(levels: Sequence[str], domains: Domains) -> Obj:
-    """``V1Beta2From``: one slice, values sharing prefixes/suffixes compacted, equal values and counts universal."""
-    if not domains:
-        return {"levels": list(levels), "slices": []}
-    counts = [n for _, n in domains]
-    pod_counts: Obj = {"universal": counts[0]} if len(set(counts)) == 1 else {"individual": counts}
-    per_level = [_common([vals[i] for vals, _ in domains]) for i in range(len(levels))]
-    return {
-        "levels": list(levels),
-        "slices": [{"domainCount": len(domains), "valuesPerLevel": per_level, "podCounts": pod_counts}],
-    }
-
-
-def assignment_from_api(ta: Mapping[str, Any] | None) -> tuple[tuple[str, ...], Domains] | None:
-    """``InternalFrom``."""
-    if not isinstance(ta, Mapping):
-        return None
-    levels = tuple(str(x) for x in ta.get("levels") or ())
-    out: Domains = []
-    for sl in ta.get("slices") or ():
-        n = int(sl.get("domainCount") or 0)
-        pc = sl.get("podCounts") or {}
-        for i in range(n):
-            values = []
-            for lv in sl.get("valuesPerLevel") or ():
-                if "universal" in lv:
-                    values.append(str(lv["universal"]))
-                else:
-                    ind = lv.get("individual") or {}
-                    values.append(f"{ind.get('prefix', '')}{(ind.get('roots') or [''])[i]}{ind.get('suffix', '')}")
-            count = pc["universal"] if "universal" in pc else (pc.get("individual") or [0])[i]
-            out.append((tuple(values), int(count)))
-    return levels, out
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The placement algorithm
-# --------------------------------------------------------------------------------------------------------------
-
-
-class _Dom:
-    """A topology domain and its counts during one placement."""
-
-    __slots__ = ("free", "kids", "lead", "node", "path", "pods", "pods_l", "slices", "slices_l", "used")
-
-    def __init__(self, path: tuple[str, ...]) -> None:
-        self.path = path
-        self.kids: list[_Dom] = []
-        self.free: dict[str, int] = {}
-        self.used: dict[str, int] = {}
-        self.node: TasNode | None = None
-        self.pods = self.pods_l = self.slices = self.slices_l = self.lead = 0
-
-
-def _tolerated(taint: Mapping[str, Any], tolerations: Iterable[Mapping[str, Any]]) -> bool:
-    for t in tolerations:
-        if t.get("effect") and t.get("effect") != taint.get("effect"):
-            continue
-        if t.get("key") and t.get("key") != taint.get("key"):
-            continue
-        op = t.get("operator") or "Equal"
-        if op == "Exists" or (op == "Equal" and (t.get("value") or "") == (taint.get("value") or "")):
-            return True
-    return False
-
-
-def _taint_text(taint: Mapping[str, Any]) -> str:
-    key, value, effect = taint.get("key") or "", taint.get("value") or "", taint.get("effect") or ""
-    if not effect:
-        return f"{key}={value}:" if value else key
-    return f"{key}={value}:{effect}" if value else f"{key}:{effect}"
-
-
-def _expression_ok(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, op, vals = expr.get("key"), expr.get("operator"), [str(v) for v in expr.get("values") or ()]
-    has = key in labels
-    if op == "In":
-        return has and labels[str(key)] in vals
-    if op == "NotIn":
-        return not has or labels[str(key)] not in vals
-    if op == "Exists":
-        return has
-    if op == "DoesNotExist":
-        return not has
-    if op in ("Gt", "Lt") and has and len(vals) == 1:
-        try:
-            a, b = int(labels[str(key)]), int(vals[0])
-        except ValueError:
-            return False
-        return a > b if op == "Gt" else a < b
-    return False
-
-
-def _affinity_ok(pod_spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    req = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    )
-    if not req:
-        return True
-    for term in req.get("nodeSelectorTerms") or ():
-        exprs = term.get("matchExpressions") or ()
-        if exprs and all(_expression_ok(e, labels) for e in exprs):
-            return True
-    return False
+__all__ = ["FlavorTopology"]
 
 
 class FlavorTopology:
@@ -290,14 +57,14 @@ class FlavorTopology:
         self.levels = tuple(levels)
         self.tolerations = list(tolerations)
         self.by_host = bool(self.levels) and self.levels[-1] == HOSTNAME
-        self.leaves: dict[str, _Dom] = {}
-        self.all: dict[tuple[str, ...], _Dom] = {}
+        self.leaves: dict[str, Domain] = {}
+        self.all: dict[tuple[str, ...], Domain] = {}
         for node in nodes:
             values = tuple(node.labels.get(k, "") for k in self.levels)
             key = node.labels.get(HOSTNAME, "") if self.by_host else ",".join(values)
             leaf = self.leaves.get(key)
             if leaf is None:
-                leaf = self.leaves[key] = _Dom(values)
+                leaf = self.leaves[key] = Domain(values)
                 leaf.node = node if self.by_host else None
                 self._hook(leaf)
             for r, v in node.allocatable.items():
@@ -310,16 +77,16 @@ class FlavorTopology:
                 for r, v in usage.items():
                     leaf.used[r] = leaf.used.get(r, 0) + v
 
-    def _hook(self, dom: _Dom) -> None:
+    def _hook(self, dom: Domain) -> None:
         self.all[dom.path] = dom
         if len(dom.path) > 1:
             parent = self.all.get(dom.path[:-1])
             if parent is None:
-                parent = _Dom(dom.path[:-1])
+                parent = Domain(dom.path[:-1])
                 self._hook(parent)
             parent.kids.append(dom)
 
-    def at(self, level: int) -> list[_Dom]:
+    def at(self, level: int) -> list[Domain]:
         return [d for d in self.all.values() if len(d.path) == level + 1]
 
     def key_index(self, key: str | None) -> int | None:
@@ -366,18 +133,18 @@ class FlavorTopology:
                     (
                         t
                         for t in leaf.node.taints
-                        if t.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(t, tolerations)
+                        if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerated(t, tolerations)
                     ),
                     None,
                 )
                 if bad is not None:
-                    text = _taint_text(bad)
+                    text = taint_text(bad)
                     stats["taints"][text] = stats["taints"].get(text, 0) + 1
                     continue
                 if any(leaf.node.labels.get(k) != v for k, v in selector.items()):
                     stats["selector"] += 1
                     continue
-                if not _affinity_ok(ps.pod_spec, leaf.node.labels):
+                if not affinity_ok(ps.pod_spec, leaf.node.labels):
                     stats["affinity"] += 1
                     continue
             free = dict(leaf.free)
@@ -396,13 +163,13 @@ class FlavorTopology:
             self._roll_up(root, 0, slice_size, slice_level)
         return stats
 
-    def _roll_up(self, d: _Dom, level: int, size: int, slice_level: int) -> None:
+    def _roll_up(self, d: Domain, level: int, size: int, slice_level: int) -> None:
         if not d.kids:
             if level == slice_level:
-                d.slices, d.slices_l = _go_div(d.pods, size), _go_div(d.pods_l, size)
+                d.slices, d.slices_l = go_div(d.pods, size), go_div(d.pods_l, size)
             return
         pods = slices = lead = 0
-        gap = slice_gap = _INT32_MAX
+        gap = slice_gap = INT32_MAX
         for k in d.kids:
             self._roll_up(k, level + 1, size, slice_level)
             pods += k.pods
@@ -413,22 +180,22 @@ class FlavorTopology:
         d.pods, d.pods_l, d.lead = pods, pods - gap, lead
         d.slices, d.slices_l = slices, slices - slice_gap
         if level == slice_level:
-            d.slices, d.slices_l = _go_div(d.pods, size), _go_div(d.pods_l, size)
+            d.slices, d.slices_l = go_div(d.pods, size), go_div(d.pods_l, size)
 
     # ---- phase 2 ------------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _order(doms: Iterable[_Dom], least_free: bool) -> list[_Dom]:
+    def _order(doms: Iterable[Domain], least_free: bool) -> list[Domain]:
         sign = 1 if least_free else -1
         return sorted(doms, key=lambda d: (sign * d.slices, d.pods, d.path))
 
     @staticmethod
-    def _order_leader(doms: Iterable[_Dom], least_free: bool) -> list[_Dom]:
+    def _order_leader(doms: Iterable[Domain], least_free: bool) -> list[Domain]:
         sign = 1 if least_free else -1
         return sorted(doms, key=lambda d: (-d.lead, sign * d.slices_l, d.pods_l, d.path))
 
     @staticmethod
-    def _tightest(doms: Sequence[_Dom], need: int, attr: str) -> _Dom:
+    def _tightest(doms: Sequence[Domain], need: int, attr: str) -> Domain:
         pick = doms[0]
         for d in doms:
             if need <= getattr(d, attr) < getattr(pick, attr):
@@ -454,12 +221,12 @@ class FlavorTopology:
 
     def _find_level(
         self, idx: int, required: bool, count: int, leaders: int, size: int, lfc: bool, stats: Mapping[str, Any]
-    ) -> tuple[int, list[_Dom], str]:
+    ) -> tuple[int, list[Domain], str]:
         doms = self.at(idx)
         if not doms:
             return 0, [], f"no topology domains at level: {self.levels[idx]}"
         ordered = self._order_leader(doms, lfc)
-        need = _go_div(count, size)
+        need = go_div(count, size)
         top = ordered[0]
         if not lfc and top.slices_l >= need and top.lead >= leaders:
             top = self._tightest(ordered, need, "slices_l" if leaders > 0 else "slices")
@@ -475,7 +242,7 @@ class FlavorTopology:
             return 0, [], self._fail(top.slices, need, size, stats)
         if idx > 0 and not lfc:
             return self._find_level(idx - 1, required, count, leaders, size, lfc, stats)
-        chosen: list[_Dom] = []
+        chosen: list[Domain] = []
         left, lead_left = need, leaders
         i = 0
         while lead_left > 0 and i < len(ordered) and ordered[i].lead > 0:
@@ -502,11 +269,11 @@ class FlavorTopology:
         return idx, chosen, ""
 
     def _spread(
-        self, doms: Sequence[_Dom], count: int, leaders: int, size: int, lfc: bool, by_slice: bool
-    ) -> list[_Dom]:
+        self, doms: Sequence[Domain], count: int, leaders: int, size: int, lfc: bool, by_slice: bool
+    ) -> list[Domain]:
         """``updateCountsToMinimumGeneric`` (with ``consumeWithLeadersGeneric``)."""
-        out: list[_Dom] = []
-        left = _go_div(count, size) if by_slice else count
+        out: list[Domain] = []
+        left = go_div(count, size) if by_slice else count
         lead_left = leaders
         cap, cap_l = ("slices", "slices_l") if by_slice else ("pods", "pods_l")
         unit = size if by_slice else 1
@@ -611,7 +378,7 @@ class FlavorTopology:
             )
             level += 1
         while level < len(self.levels) - 1:
-            nxt: list[_Dom] = []
+            nxt: list[Domain] = []
             for d in fit:
                 nxt += self._spread(self._order(d.kids, lfc), d.pods, d.lead, 1, lfc, False)
             fit = nxt
@@ -626,129 +393,3 @@ class FlavorTopology:
     def _outcome(self, doms: Domains) -> Outcome:
         start = len(self.levels) - 1 if self.by_host else 0
         return Outcome(self.levels[start:], [(p[start:], n) for p, n in sorted(doms) if n != 0])
-
-
-# --------------------------------------------------------------------------------------------------------------
-# The cluster's TAS state (the controller's cache)
-# --------------------------------------------------------------------------------------------------------------
-
-Usage = tuple[tuple[str, str, Mapping[str, int], int], ...]
-
-
-class TasState:
-    """Topologies, Ready nodes, pods outside TAS and the TAS usage of admitted workloads (Kueue's ``tasCache``)."""
-
-    def __init__(self) -> None:
-        self.topologies: dict[str, tuple[str, ...]] = {}
-        self.nodes: dict[str, TasNode] = {}
-        self.pods: dict[tuple[str, str], tuple[str, dict[str, int]]] = {}
-        self.usage: dict[str, Usage] = {}
-
-    def set_node(self, node: Mapping[str, Any] | None, name: str) -> bool:
-        """Track a node (``None``: deleted); returns whether TAS' view changed."""
-        before = self.nodes.get(name)
-        if node is None:
-            self.nodes.pop(name, None)
-            return before is not None
-        tas_node, counts = TasNode.from_object(node)
-        if counts:
-            self.nodes[name] = tas_node
-        else:
-            self.nodes.pop(name, None)
-        return self.nodes.get(name) != before
-
-    def set_pod(self, key: tuple[str, str], pod: Mapping[str, Any] | None, requests: Mapping[str, int]) -> bool:
-        """Track a pod outside TAS bound to a node (``None``: deleted); returns whether the view changed."""
-        before = self.pods.get(key)
-        spec = (pod or {}).get("spec") or {}
-        phase = ((pod or {}).get("status") or {}).get("phase")
-        if pod is None or is_tas_pod(pod) or not spec.get("nodeName") or phase in ("Succeeded", "Failed"):
-            self.pods.pop(key, None)
-        else:
-            self.pods[key] = (str(spec["nodeName"]), {**requests, "pods": requests.get("pods", 0) + 1})
-        return self.pods.get(key) != before
-
-    def add_workload(self, key: str, usage: Usage) -> None:
-        if usage:
-            self.usage[key] = usage
-        else:
-            self.usage.pop(key, None)
-
-    def remove_workload(self, key: str) -> None:
-        self.usage.pop(key, None)
-
-    # the Preemptor's TasUsage protocol: a candidate's removal and return during a simulation
-    def drop(self, wl: Any) -> None:
-        self.usage.pop(wl.key, None)
-
-    def keep(self, wl: Any) -> None:
-        if wl.tas:
-            self.usage[wl.key] = wl.tas
-
-    def view(
-        self,
-        flavor: str,
-        topology: str | None,
-        node_labels: Mapping[str, str],
-        tolerations: Sequence[Mapping[str, Any]],
-    ) -> FlavorTopology | None:
-        """The flavor's topology as it stands (``None``: not a TAS flavor, or its Topology is missing)."""
-        levels = self.topologies.get(topology) if topology else None
-        if levels is None or topology is None:
-            return None
-        nodes = [
-            n
-            for _, n in sorted(self.nodes.items())
-            if all(n.labels.get(k) == v for k, v in node_labels.items()) and all(k in n.labels for k in levels)
-        ]
-        non_tas: dict[str, dict[str, int]] = {}
-        for node_name, req in self.pods.values():
-            slot = non_tas.setdefault(node_name, {})
-            for r, v in req.items():
-                slot[r] = slot.get(r, 0) + v
-        used: dict[str, dict[str, int]] = {}
-        for entries in self.usage.values():
-            for f, domain, per_pod, count in entries:
-                if f != flavor:
-                    continue
-                slot = used.setdefault(domain, {})
-                for r, v in per_pod.items():
-                    slot[r] = slot.get(r, 0) + v * count
-                slot["pods"] = slot.get("pods", 0) + count
-        return FlavorTopology(topology, levels, tolerations, nodes, non_tas, used)
-
-
-_BOOL = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True}
-_BOOL.update({"0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False})
-
-
-def build_topology_request(annotations: Mapping[str, Any], pod_index_label: str | None = None) -> Obj | None:
-    """``NewPodSetTopologyRequest(meta).PodIndexLabel(...).Build()`` (jobframework/tas.go): the pod set's
-    ``topologyRequest`` from its template's annotations; ``None`` without any annotation or index label (a bad
-    ``podset-unconstrained-topology`` or slice size, which Kueue's webhook rejects, counts as none)."""
-    out: Obj = {}
-    if "kueue.x-k8s.io/podset-required-topology" in annotations:
-        out["required"] = str(annotations["kueue.x-k8s.io/podset-required-topology"])
-    elif "kueue.x-k8s.io/podset-preferred-topology" in annotations:
-        out["preferred"] = str(annotations["kueue.x-k8s.io/podset-preferred-topology"])
-    elif "kueue.x-k8s.io/podset-unconstrained-topology" in annotations:
-        value = _BOOL.get(str(annotations["kueue.x-k8s.io/podset-unconstrained-topology"]))
-        if value is None:
-            return None
-        out["unconstrained"] = value
-    slice_level = annotations.get("kueue.x-k8s.io/podset-slice-required-topology")
-    slice_size = annotations.get("kueue.x-k8s.io/podset-slice-size")
-    if not out and (slice_level is None or slice_size is None) and pod_index_label is None:
-        return None
-    if slice_level is not None and slice_size is not None:
-        try:
-            out["podSetSliceSize"] = int(str(slice_size))
-        except ValueError:
-            return None
-        out["podSetSliceRequiredTopology"] = str(slice_level)
-    if pod_index_label is not None:
-        out["podIndexLabel"] = pod_index_label
-    group = annotations.get("kueue.x-k8s.io/podset-group-name")
-    if group is not None and ("required" in out or "preferred" in out):
-        out["podSetGroupName"] = str(group)
-    return out

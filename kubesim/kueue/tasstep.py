@@ -19,7 +19,9 @@ from typing import Any
 
 from .requests import PodSet
 from .specs import ClusterQueueSpec, FlavorSpec
-from .tas import FlavorTopology, TasPodSet, TasState, explicit_tas, fits_times
+from .tas import FlavorTopology
+from .tasnodes import TasPodSet, explicit_tas, fits_times
+from .tasstate import TasState
 
 __all__ = ["flavor_mismatch", "tas_only", "tas_views"]
 

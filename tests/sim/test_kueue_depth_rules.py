@@ -16,7 +16,8 @@ from kubesim.kueue.fairsharing import FairSharing, share_of
 from kubesim.kueue.preemption import Preemptor
 from kubesim.kueue.quota import AdmittedWorkload, QuotaTree
 from kubesim.kueue.specs import ClusterQueueSpec, CohortSpec
-from kubesim.kueue.tas import FlavorTopology, TasNode, TasPodSet
+from kubesim.kueue.tas import FlavorTopology
+from kubesim.kueue.tasnodes import TasNode, TasPodSet
 
 Obj = dict[str, Any]
 NEVER_TIME = -62135596800.0
