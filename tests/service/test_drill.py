@@ -183,6 +183,8 @@ async def test_a_remote_drill_waits_by_the_services_lost_timeout_and_fails_what_
 
 
 @pytest.mark.real_rig
+# 100 jobs through a partition and back; on the real rig the 30 s grace and the heal take it past the default 300 s.
+@pytest.mark.timeout(600)
 async def test_partition_drill_against_a_running_dispatcher_with_fencing_agents(
     tmp_path: Path, real_rig: RealRig | None
 ) -> None:
