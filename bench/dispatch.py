@@ -47,7 +47,6 @@ from dispatcher.adapters.job import JobAdapter
 from dispatcher.config import DispatcherConfig, load_config
 from dispatcher.kube.client import ClusterClient, KubeError, connect
 from dispatcher.live import Live
-from dispatcher.placement.engine import Decision
 from dispatcher.service import Dispatcher
 from dispatcher.store.engine import make_engine
 from dispatcher.store.migrate import upgrade
@@ -178,15 +177,15 @@ class Bench:
         self.engine = make_engine(self.db_url)
         await upgrade(self.engine)
         d = self._dispatcher = Dispatcher(self.config, Repo(self.engine))
-        original_placed = d._placed
+        original_placed = d.mirror._placed
 
-        async def placed(live: Live, remote_uid: str, decision: Decision | None) -> None:
-            await original_placed(live, remote_uid, decision)
+        async def placed(live: Live, remote_uid: str) -> None:
+            await original_placed(live, remote_uid)
             if live.state != WorkloadState.PENDING:
                 self.placed_at.setdefault(live.name, time.monotonic())
                 self._placed_event.set()
 
-        d._placed = placed  # type: ignore[method-assign]
+        d.mirror._placed = placed  # type: ignore[method-assign]
         metrics = d.metrics
         dirty_since: dict[int, float] = {}
         original_requested, original_finished = metrics.sync_requested, metrics.sync_finished
@@ -220,7 +219,7 @@ class Bench:
             cap.cordoned = held
             cap.touch()
         if not held:
-            self.d.wake_placement()
+            self.d.rt.wake_placement()
 
     async def wait_placed(self, names: list[str], timeout: float) -> float:
         deadline = time.monotonic() + timeout

@@ -13,6 +13,11 @@ import yaml
 from dispatcher import DEFAULT_CONTROLLER_NAME
 from dispatcher.adapters import default_adapters
 from dispatcher.adapters.base import Adapter
+from dispatcher.adapters.job import JobAdapter
+from dispatcher.adapters.jobset import JobSetAdapter
+from dispatcher.adapters.pytorchjob import PyTorchJobAdapter
+from dispatcher.adapters.raycluster import RayClusterAdapter
+from dispatcher.adapters.rayjob import RayJobAdapter
 from dispatcher.resources import InvalidRequest
 
 Obj = dict[str, Any]
@@ -156,3 +161,19 @@ def test_failed_status_for_a_lost_worker_is_in_each_kinds_form() -> None:
     assert js["terminalState"] == "Failed" and js["conditions"][0]["type"] == "Failed"
     kf = ADAPTERS["TFJob"].failed_status({}, "lost") or {}
     assert [c["type"] for c in kf["conditions"]] == ["Failed"]
+
+
+@pytest.mark.parametrize(
+    ("adapter", "obj", "selector"),
+    [
+        (JobAdapter(), {"metadata": {"name": "j", "uid": "u1"}}, "batch.kubernetes.io/controller-uid=u1"),
+        (JobSetAdapter(), {"metadata": {"name": "js", "uid": "u2"}}, "jobset.sigs.k8s.io/jobset-uid=u2"),
+        (PyTorchJobAdapter(), {"metadata": {"name": "pt", "uid": "u3"}}, "training.kubeflow.org/job-name=pt"),
+        (RayClusterAdapter(), {"metadata": {"name": "rc", "uid": "u4"}}, "ray.io/cluster=rc"),
+        (RayJobAdapter(), {"metadata": {"name": "rj"}, "status": {"rayClusterName": "rj-x"}}, "ray.io/cluster=rj-x"),
+        (RayJobAdapter(), {"metadata": {"name": "rj"}}, None),
+    ],
+)
+def test_pod_selector_finds_the_pods_the_kinds_controller_labels(adapter: Any, obj: Obj, selector: str | None) -> None:
+    """The labels each kind's controller puts on its pods: what a fencing agent deletes a fenced copy's pods by."""
+    assert adapter.pod_selector(obj) == selector

@@ -137,6 +137,15 @@ class Adapter(ABC):
     def suspended(self, obj: Obj) -> bool:
         return bool(dig(obj, *self.suspend_at, "suspend"))
 
+    def pod_selector(self, obj: Obj) -> str | None:
+        """A label selector for the pods ``obj`` runs on its own cluster (``None``: not known for the kind).
+
+        A fencing agent deletes them after suspending the copy: a suspend stops pods only when the kind's controller
+        gets to it, and on a busy worker that takes seconds (seen on the real rig: the Job controller's status
+        writes conflicting with the suspend, its pods gone 16 s later).
+        """
+        return None
+
     def finished(self, obj: Obj) -> bool:
         return self.phase(obj).finished
 

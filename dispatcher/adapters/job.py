@@ -8,7 +8,7 @@ from typing import Any
 from .. import labels as L
 from ..kube.client import Resource
 from ..resources import InvalidRequest, PodSet, pod_requests
-from .base import Adapter, Intake, RemotePhase, now_rfc3339
+from .base import Adapter, Intake, RemotePhase, dig, now_rfc3339
 
 __all__ = ["JobAdapter"]
 
@@ -65,6 +65,10 @@ class JobAdapter(Adapter):
                 f"spec.suspend: true or spec.managedBy: {controller_name}"
             ),
         )
+
+    def pod_selector(self, obj: Obj) -> str | None:
+        uid = dig(obj, "metadata", "uid")
+        return f"batch.kubernetes.io/controller-uid={uid}" if uid else None
 
     def pod_sets(self, obj: Obj) -> list[PodSet]:
         spec = obj.get("spec") or {}

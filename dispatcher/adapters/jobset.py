@@ -37,6 +37,10 @@ class JobSetAdapter(Adapter):
     def intake(self, obj: Obj, controller_name: str) -> Intake:
         return self.standard_intake(obj, controller_name, "spec.suspend", "spec.managedBy")
 
+    def pod_selector(self, obj: Obj) -> str | None:
+        uid = dig(obj, "metadata", "uid")
+        return f"jobset.sigs.k8s.io/jobset-uid={uid}" if uid else None
+
     def pod_sets(self, obj: Obj) -> list[PodSet]:
         out = []
         for i, rj in enumerate(dig(obj, "spec", "replicatedJobs") or []):

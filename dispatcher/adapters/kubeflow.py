@@ -39,6 +39,10 @@ class KubeflowAdapter(Adapter):
         specs = dig(obj, "spec", self.replica_specs_field) or {}
         return [(t, specs[t]) for t in self.replica_types if isinstance(specs.get(t), dict)]
 
+    def pod_selector(self, obj: Obj) -> str | None:
+        name = dig(obj, "metadata", "name")
+        return f"training.kubeflow.org/job-name={name}" if name else None
+
     def pod_sets(self, obj: Obj) -> list[PodSet]:
         out = []
         for rtype, rspec in self.ordered_replicas(obj):

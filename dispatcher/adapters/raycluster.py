@@ -102,6 +102,10 @@ class RayClusterAdapter(Adapter):
     def intake(self, obj: Obj, controller_name: str) -> Intake:
         return self.standard_intake(obj, controller_name, "spec.suspend", "spec.managedBy")
 
+    def pod_selector(self, obj: Obj) -> str | None:
+        name = dig(obj, "metadata", "name")
+        return f"ray.io/cluster={name}" if name else None
+
     def pod_sets(self, obj: Obj) -> list[PodSet]:
         annotations = dig(obj, "metadata", "annotations") or {}
         return ray_cluster_pod_sets(obj.get("spec") or {}, annotations, "spec")

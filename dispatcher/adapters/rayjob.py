@@ -61,6 +61,11 @@ class RayJobAdapter(Adapter):
             return Intake(False)  # runs on an existing RayCluster: not Kueue's to admit (``RayJob.Skip``)
         return self.standard_intake(obj, controller_name, "spec.suspend", "spec.managedBy")
 
+    def pod_selector(self, obj: Obj) -> str | None:
+        """The RayCluster's pods (KubeRay names it in the status); the submitter Job's are the Job controller's."""
+        name = dig(obj, "status", "rayClusterName")
+        return f"ray.io/cluster={name}" if name else None
+
     def pod_sets(self, obj: Obj) -> list[PodSet]:
         annotations = dig(obj, "metadata", "annotations") or {}
         mode = submission_mode(obj)

@@ -26,7 +26,8 @@ def db_url(args: argparse.Namespace, config_url: str | None = None) -> str:
 
 def load_config(path: str, *, kubeconfigs: bool = False) -> DispatcherConfig:
     """The configuration; with ``kubeconfigs``, every kubeconfig it names is read too. All problems at once."""
-    from ..config import ConfigError, check_kubeconfigs, load_config
+    from ..config import ConfigError, load_config
+    from ..kubeconfigs import check_kubeconfigs
 
     try:
         config = load_config(path)

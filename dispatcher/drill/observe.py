@@ -12,10 +12,14 @@ import aiohttp
 
 from .. import labels as L
 from ..adapters.job import JobAdapter
-from ..kube.client import ClusterClient
+from ..kube.client import ClusterClient, Resource
 from ..kube.informer import Informer
 from ..remote import call_api
 from ..service import Dispatcher
+
+PODS = Resource("", "v1", "pods", "Pod")
+#: The label the Job controller puts on a Job's pods: the Job's uid.
+JOB_CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 
 __all__ = ["ApiObserver", "DuplicateSampler", "KubeSampler", "LocalObserver", "Observer", "Sampler", "Seen"]
 
@@ -213,6 +217,12 @@ def _running_copies(objs: Any, origin: str, cluster: str, into: dict[str, set[st
             into.setdefault(labels.get(L.WORKLOAD_UID, ""), set()).add(cluster)
 
 
+def _runs(pod: Any) -> bool:
+    """A pod whose containers may be running: bound to a node, not finished (terminating still counts)."""
+    phase = (pod.get("status") or {}).get("phase")
+    return bool((pod.get("spec") or {}).get("nodeName")) and phase not in ("Succeeded", "Failed")
+
+
 class DuplicateSampler(Sampler):
     """Straight from the simulated clusters' stores: a partitioned worker is still looked into."""
 
@@ -231,7 +241,13 @@ class DuplicateSampler(Sampler):
 
 
 class KubeSampler(Sampler):
-    """Through the workers' API servers: an informer per worker on the Jobs with the dispatcher's origin.
+    """Through the workers' API servers: per worker an informer on the Jobs with the dispatcher's origin and one on
+    the Jobs' pods.
+
+    A copy runs where one of its pods is bound to a node and has not finished (a terminating pod still runs its
+    containers until it is gone). Not the Job's ``status.active``: on a real cluster that lags, by seconds when the
+    Job controller's status write conflicts with a suspend and it backs off (seen on the real rig: a fenced copy's
+    pod gone 2 s after the suspend, its Job still counting it active 8 s later).
 
     A failed worker is hidden: its informer's cache holds what it ran before the fault, and a real cluster
     that is down or partitioned cannot be looked into.
@@ -250,17 +266,33 @@ class KubeSampler(Sampler):
             )
             for name, client in clients.items()
         }
-        for inf in self.informers.values():
+        self.pod_informers = {
+            name: Informer(
+                client, PODS, lambda kind, obj, old: None, label_selector=JOB_CONTROLLER_UID, idle_timeout=10.0
+            )
+            for name, client in clients.items()
+        }
+        for inf in (*self.informers.values(), *self.pod_informers.values()):
             inf.start()
 
     def running(self) -> dict[str, set[str]]:
         running: dict[str, set[str]] = {}
         for name, inf in self.informers.items():
-            if name != self.hidden:
-                _running_copies(inf.cache.values(), self.origin, name, running)
+            if name == self.hidden:
+                continue
+            copies: dict[str, str] = {}  # the copy's uid on this worker -> the workload's uid
+            for obj in inf.cache.values():
+                meta = obj.get("metadata") or {}
+                labels = meta.get("labels") or {}
+                if labels.get(L.ORIGIN) == self.origin:
+                    copies[str(meta.get("uid"))] = labels.get(L.WORKLOAD_UID, "")
+            for pod in self.pod_informers[name].cache.values():
+                owner = ((pod.get("metadata") or {}).get("labels") or {}).get(JOB_CONTROLLER_UID)
+                if owner in copies and _runs(pod):
+                    running.setdefault(copies[owner], set()).add(name)
         return running
 
     async def close(self) -> None:
         await self.stop()
-        for inf in self.informers.values():
+        for inf in (*self.informers.values(), *self.pod_informers.values()):
             await inf.stop()

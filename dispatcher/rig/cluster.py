@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import secrets
-import socket
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from .binaries import RigBinaries
 from .deploy import dispatcher_rbac
 from .kwok import node_manifests, stages
 from .pki import ClusterPki, write_private
+from .ports import free_port
 from .process import ComponentError, Process
 from .proxy import PartitionProxy
 from .webhooks import JOBSET_NAMESPACE, KUEUE_NAMESPACE, crds_with_conversion
@@ -52,13 +52,6 @@ CONTROLLERS = ("kube-controller-manager", "kube-scheduler", "kwok", "kueue", "jo
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 nobody listens on now (the component binds it a moment later)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,8 @@ NEEDS: dict[tuple[str | None, str | None, str, str, tuple[str, ...]], str] = {
     (None, K, "workloads", "watch", ()): "dispatcher/agent.py: Informer(self.client, self.workload_resource,",
     (None, K, "workloads", "patch", ()): "dispatcher/agent.py: self.workload_resource,",
     (None, "", "events", "create", ()): "dispatcher/events.py: await self.client.create(EVENTS,",
+    (None, "", "pods", "list", ()): "dispatcher/agent.py: await self.client.list(PODS, namespace,",
+    (None, "", "pods", "delete", ()): "dispatcher/agent.py: await self.client.delete(PODS, namespace,",
     (None, None, "/apis/kueue.x-k8s.io", "get", ()): 'dispatcher/agent.py: request("GET", f"/apis/{KUEUE_GROUP}"',
     (None, None, "/apis/kueue.x-k8s.io/*", "get", ()): 'dispatcher/agent.py: request("GET", f"/apis/{KUEUE_GROUP}"',
     (NS, LEASE, "leases", "list", ()): "dispatcher/agent.py: Informer(self.client, LEASES,",
@@ -65,7 +67,10 @@ def test_the_agent_is_granted_exactly_what_its_code_calls() -> None:
     granted, needed = _granted(), set(NEEDS)
     assert not needed - granted, f"the agent needs what its RBAC does not grant: {sorted(needed - granted, key=str)}"
     assert not granted - needed, f"the agent's RBAC grants what no code needs: {sorted(granted - needed, key=str)}"
-    assert not any("*" in str(g[2])[:-1] or g[3] in ("delete", "update", "escalate", "bind") for g in granted)
+    # The one deletion: a fenced copy's pods (its controller would delete them too, later). Never the copies.
+    deletes = {g for g in granted if g[3] == "delete"}
+    assert deletes == {(None, "", "pods", "delete", ())}, deletes
+    assert not any("*" in str(g[2])[:-1] or g[3] in ("update", "escalate", "bind") for g in granted)
 
 
 def test_every_role_is_bound_to_the_agents_service_account_only() -> None:

@@ -94,6 +94,9 @@ async def test_workloads_watch_refreshes_until_interrupted(rig: Rig, tmp_path: P
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "dispatcher", "workloads", "--api", f"http://{host}:{port}", "-w", "--interval",
             "0.2", "--queue", "user-queue", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            # As from a terminal: a test run started in the background (a shell's `&`) ignores SIGINT, and a
+            # process inherits that, so Python would not turn it into KeyboardInterrupt.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )  # fmt: skip
         assert proc.stdout is not None
         headers = 0
