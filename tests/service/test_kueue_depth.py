@@ -149,7 +149,7 @@ async def test_a_job_that_requires_one_rack_goes_where_a_rack_holds_it(
         for wname, names in fills.items():
             client, used[wname] = r.workers[wname], {}
             for name in names:
-                await client.create(JOBS, "team-a", _racked(name, 6))
+                await client.create(JOBS, "team-a", _racked(name, 2 if wname == "worker-1" else 6))
                 wl = await _admitted(client, "team-a", name, f"{wname}'s {name} admitted")
                 for rack, n in (await _racks_of(client, wl)).items():
                     used[wname][rack] = used[wname].get(rack, 0) + n
