@@ -195,9 +195,11 @@ def _by_key(objs: list[Obj]) -> dict[tuple[str, str, str], Obj]:
 
 def test_kind_queues_are_the_simulators_defaults() -> None:
     topo = default_topology()
-    common = yaml_docs(KIND / "worker-common" / "30-local-queues.yaml") + yaml_docs(
-        KIND / "worker-common" / "40-priority-classes.yaml"
-    )
+    common = [
+        *yaml_docs(KIND / "worker-common" / "20-topology.yaml"),
+        *yaml_docs(KIND / "worker-common" / "30-local-queues.yaml"),
+        *yaml_docs(KIND / "worker-common" / "40-priority-classes.yaml"),
+    ]
     for cls, directory in ((topo.cpu_worker, "worker-cpu"), (topo.gpu_worker, "worker-gpu")):
         kind_objs = common + yaml_docs(KIND / directory / "queues.yaml")
         assert _by_key(kind_objs) == _by_key(list(cls.objects)), directory
