@@ -429,10 +429,9 @@ class FencingAgent:
         for pod in pods:
             meta = pod.get("metadata") or {}
             if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                continue
-            await self.client.delete(PODS, namespace, str(meta.get("name")), uid=meta.get("uid"))
-        if pods:
-            self.pods_stopped.inc(len(pods))
+                continue  # already stopping, or done
+            if await self.client.delete(PODS, namespace, str(meta.get("name")), uid=meta.get("uid")) is not None:
+                self.pods_stopped.inc()
 
     async def _deactivate(self, wl: Obj, why: str) -> None:
         if self.workload_resource is None or (wl.get("spec") or {}).get("active", True) is False:

@@ -238,32 +238,19 @@ class ApiWrites(ApiBase):
             applied["metadata"]["name"] = name
         root = self._kind_schema(rt, version).root
         current = self.store.get(rt.key, self._ns(rt, namespace), name)
-        now = now_rfc3339()
-        if current is None:
-            merged = apply_config(
-                None,
-                applied,
-                root,
-                manager=opts.field_manager,
-                api_version=rt.api_version(version),
-                now=now,
-                force=opts.force,
-                subresource=subresource,
-                status_split=self.status_split(rt),
-            )
-            return self.create(rt, version, namespace, merged, opts, managed=merged)
-        cur_v = self.to_version(rt, current, version)
         merged = apply_config(
-            cur_v,
+            None if current is None else self.to_version(rt, current, version),
             applied,
             root,
             manager=opts.field_manager,
             api_version=rt.api_version(version),
-            now=now,
+            now=now_rfc3339(),
             force=opts.force,
             subresource=subresource,
             status_split=self.status_split(rt),
         )
+        if current is None:
+            return self.create(rt, version, namespace, merged, opts, managed=merged)
         obj, more = self._decode(rt, version, merged, opts, current)
         obj["metadata"]["managedFields"] = merged["metadata"].get("managedFields", [])
         return self._write_update(rt, version, current, obj, opts, subresource, warnings + more, managed_set=True)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from harness import JOBS, eventually, start_rig, stop_rig
 from realrig import RealRig
 
@@ -224,10 +226,6 @@ async def test_partition_drill_against_a_running_dispatcher_with_fencing_agents(
 def _drill_config(real: RealRig, directory: Path) -> Path:
     """What an operator gives a drill on real clusters: kubeconfigs that may submit Jobs (the dispatcher's own may
     not), the inside paths to look into a partitioned worker, and the rig's fault endpoint (rig.json)."""
-    import shutil
-
-    import yaml
-
     directory.mkdir(parents=True, exist_ok=True)
     raw = yaml.safe_load((real.directory / "clusters.yaml").read_text())
     raw["manager"]["kubeconfig"] = str(real.kubeconfig("manager"))
