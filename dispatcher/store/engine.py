@@ -30,7 +30,8 @@ def sqlite_url(path: str) -> str:
 
 
 def make_engine(url: str, *, read_only: bool = False, **kwargs: Any) -> AsyncEngine:
-    """An async engine. SQLite gets WAL, a busy timeout and foreign keys; PostgreSQL a pool.
+    """An async engine. SQLite gets WAL, a busy timeout, foreign keys and write transactions that take the write
+    lock when they begin (one writer at a time, no lock upgrade); PostgreSQL a pool.
 
     ``read_only``: the caller only reads (``explain``): a SQLite file that does not exist is an error, never
     created as a side effect. A SQLite file in a folder that does not exist is an error either way."""
@@ -55,15 +56,26 @@ def make_engine(url: str, *, read_only: bool = False, **kwargs: Any) -> AsyncEng
                     f"the folder of the SQLite database {where} does not exist: create it, or pass --db-url"
                 )
         engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
+        begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
 
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            # Python's sqlite3 opens a transaction only before an INSERT/UPDATE/DELETE, so the reads of a
+            # transaction ran outside it; SQLAlchemy's own BEGIN (below) makes the whole unit one transaction.
+            dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _begin(conn: Any) -> None:
+            # IMMEDIATE: a transaction takes SQLite's one write lock when it starts, waiting under the busy
+            # timeout. A deferred transaction that reads and then writes after another connection's commit fails
+            # at once with "database is locked" (SQLITE_BUSY_SNAPSHOT in WAL mode), which no busy timeout waits out.
+            conn.exec_driver_sql(begin)
 
         return engine
     if backend == "postgresql":
