@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import builtins
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -22,6 +23,7 @@ import yaml
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
+from yarl import URL
 
 from ..config import KubeconfigRef
 
@@ -472,4 +474,29 @@ async def connect(
             0, "Config", f"{name}: cannot load credentials from {ref.describe()}: {_describe(exc)}"
         ) from None
     cfg.connection_pool_maxsize = pool
-    return ClusterClient(name, ApiClient(configuration=cfg), timeout=timeout)
+    api = ApiClient(configuration=cfg)
+    _own_session(api, cfg)
+    return ClusterClient(name, api, timeout=timeout)
+
+
+def _own_session(api: ApiClient, cfg: Configuration) -> None:
+    """Give the client an HTTP session that does not consult the environment on every request.
+
+    kubernetes_asyncio opens its session with ``trust_env=True``: aiohttp then looks up the proxy variables and
+    parses ``~/.netrc`` in a worker thread for *every* request. Profiled on a 10,000-Job burst that was 15% of
+    the dispatcher's CPU, and a thread hop per API call. The proxy the environment names for this server
+    (``HTTPS_PROXY``/``NO_PROXY``, as before) is resolved once here; a kubeconfig's ``proxy-url`` still wins.
+    netrc credentials never applied to a Kubernetes API server (tokens and client certificates do)."""
+    rest = api.rest_client
+    old: aiohttp.ClientSession = rest.pool_manager
+    connector = old.connector
+    if not rest.proxy:
+        with contextlib.suppress(LookupError):
+            proxy = aiohttp.helpers.get_env_proxy_for_url(URL(str(cfg.host)))
+            rest.proxy = str(proxy[0])
+            if proxy[1] is not None:
+                rest.proxy_headers = {"Proxy-Authorization": proxy[1].encode()}
+    # The new session owns the old one's connector (its TLS context and pool limit); the old one is dropped
+    # without closing, which would close the connector.
+    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
+    old._connector = None

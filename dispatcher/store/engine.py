@@ -55,6 +55,13 @@ def make_engine(url: str, *, read_only: bool = False, **kwargs: Any) -> AsyncEng
                 raise DatabaseUrlError(
                     f"the folder of the SQLite database {where} does not exist: create it, or pass --db-url"
                 )
+        if not read_only and path and path != ":memory:":
+            # One connection: the process's transactions queue for it in asyncio, in order, instead of in SQLite's
+            # busy handler (which sleeps and retries, unfairly: under a 10,000-Job burst, fifteen pooled
+            # connections contending for the one write lock left some waiting past the 30 s busy timeout).
+            kwargs.setdefault("pool_size", 1)
+            kwargs.setdefault("max_overflow", 0)
+            kwargs.setdefault("pool_timeout", 300)
         engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
         begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
 
