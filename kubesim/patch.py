@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from . import fastjson
 from .errors import ApiError
 
 __all__ = ["SchemaNode", "apply_json_patch", "apply_merge_patch", "apply_strategic_merge_patch", "clone"]
@@ -31,12 +32,8 @@ class SchemaNode(Protocol):
 
 
 def clone(value: Any) -> Any:
-    """Deep copy of JSON data, several times faster than ``copy.deepcopy``."""
-    if isinstance(value, dict):
-        return {k: clone(v) if isinstance(v, (dict, list)) else v for k, v in value.items()}
-    if isinstance(value, list):
-        return [clone(v) if isinstance(v, (dict, list)) else v for v in value]
-    return value
+    """Deep copy of JSON data (through orjson: :mod:`kubesim.fastjson`)."""
+    return fastjson.clone(value)
 
 
 def _patch_error(message: str) -> ApiError:

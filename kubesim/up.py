@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -35,6 +36,20 @@ def _table(world: SimWorld) -> str:
     return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(r)).rstrip() for r in rows)
 
 
+def _tune_gc() -> None:
+    """Keep Python's cyclic garbage collector from taking a fifth of the simulator's CPU.
+
+    A hundred simulated clusters hold millions of objects (schemas, stored objects, the watch history); the
+    collector's default thresholds then run a full collection, over all of them, every few seconds of a busy
+    burst (measured: 17.6 s of 90 s of CPU with 100 workers under 2,000 Jobs). What exists once the clusters
+    are up lives as long as they do, so it is moved out of the collector's sight (``gc.freeze``), and young
+    objects are collected in larger batches. Stored objects are plain dicts and lists freed by reference
+    counting; the collector only has cycles to find."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+
+
 #: Started with the world, inside it (e.g. each worker's fencing agent); returns what stops it.
 Inside = Callable[[SimWorld, Path], Awaitable[Callable[[], Awaitable[None]]]]
 
@@ -48,6 +63,7 @@ async def run_sim_up(
     then declares ``fencing: agent``)."""
     world = SimWorld(options, topology)
     await world.start()
+    _tune_gc()
     stop_inside: Callable[[], Awaitable[None]] | None = None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -287,7 +287,10 @@ class ApiWrites(ApiBase):
             meta["managedFields"] = cur_meta.get("managedFields", [])
         status_split = self.status_split(rt)
         if subresource == "status":
-            result = clone(current)
+            # A stored object is never modified in place (the store's rule), so the new version shares all but
+            # the metadata it rewrites and the status it replaces; a deep copy of the whole object was a sixth
+            # of the simulator's CPU under a burst of Jobs (Kueue and the job controller write status mostly).
+            result = {**current, "metadata": dict(current["metadata"])}
             result["status"] = new.get("status", {})
             if managed_set:
                 result["metadata"]["managedFields"] = meta.get("managedFields", [])

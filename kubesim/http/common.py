@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from .. import fastjson
 from ..api import Api
 from ..errors import ApiError
 from ..faults import FaultState
@@ -42,11 +42,7 @@ KUBE_VERSION = {
 PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version")
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-
-
-def _dumps(obj: Any) -> bytes:
-    return _ENCODER.encode(obj).encode()
+_dumps = fastjson.dumps
 
 
 def _json(obj: Any, status: int = 200, warnings: list[str] | None = None) -> web.Response:

@@ -5,13 +5,12 @@ log and binding; a watch goes to :mod:`.watch`."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import yaml
 from aiohttp import web
 
-from .. import errors
+from .. import errors, fastjson
 from ..api import RequestOptions
 from ..api.types import APPLY_PATCH, PATCH_TYPES
 from ..table import to_table
@@ -87,7 +86,7 @@ class Resources(Watches):
         ctype = request.content_type
         if ctype == APPLY_PATCH:
             return yaml.safe_load(raw.decode())
-        return json.loads(raw)
+        return fastjson.loads(raw)
 
     async def _serve(self, request: web.Request, t: _Target) -> web.StreamResponse:
         method = request.method

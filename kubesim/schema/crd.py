@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import fastjson
 from ..errors import Cause, bad_request, invalid
 from . import cel
 from .decode import _Decoder, _unknown_outcome
@@ -113,12 +114,7 @@ class _Pruner:
 # -- custom resources: defaulting --------------------------------------------------------------------
 
 
-def _clone(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _clone(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clone(v) for v in value]
-    return value
+_clone = fastjson.clone
 
 
 def _default(value: Any, node: Node, resource_root: bool = False) -> None:
