@@ -15,6 +15,9 @@ for every job (submitted beforehand, like the dispatcher's) create the copy on a
 the manager Job's annotations. No SQL, no placement, no watches. ``ratio_to_floor`` is the median over runs of
 dispatcher rate / floor rate of each pair. Target: >= 0.7.
 
+``--sim-processes N`` spreads the simulated clusters over N processes (``sim up --processes``); "sim busy" is then
+the cores they use together.
+
 **Latency** (after the throughput runs, dispatcher only): jobs submitted one by one at a steady rate (a quarter of the
 measured throughput, at most ``--paced-rate``); ``submit_to_mirrored`` p50/p99 is from the create call on the
 manager to the copy placed and reported. ``status_sync_lag`` p50/p99 is the service's own measure (from a
@@ -113,11 +116,14 @@ async def _submit(manager: ClusterClient, names: list[str], labelled: bool, conc
     return await asyncio.gather(*(one(n) for n in names))
 
 
-async def _start_sim(workers: int, tmp: Path) -> tuple[asyncio.subprocess.Process, Path]:
+async def _start_sim(workers: int, tmp: Path, processes: int = 1) -> tuple[asyncio.subprocess.Process, Path, list[int]]:
+    """``dispatcher sim up`` in ``processes`` processes (it exits with this one); its clusters.yaml and the pids
+    whose CPU is the simulator's."""
     (tmp / "topology.yaml").write_text(TOPOLOGY)
     sim = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "dispatcher", "sim", "up", "--workers", str(workers), "--gpu-workers", "0",
         "--dir", str(tmp / "sim"), "--run-seconds", "1", "--topology", str(tmp / "topology.yaml"),
+        "--processes", str(processes), "--parent-pid", str(os.getpid()),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     deadline = time.monotonic() + 300
@@ -125,7 +131,8 @@ async def _start_sim(workers: int, tmp: Path) -> tuple[asyncio.subprocess.Proces
         if time.monotonic() > deadline or sim.returncode is not None:
             raise RuntimeError("the simulated clusters did not start")
         await asyncio.sleep(0.2)
-    return sim, tmp / "sim" / "clusters.yaml"
+    state = json.loads(await asyncio.to_thread((tmp / "sim" / "sim.json").read_text))
+    return sim, tmp / "sim" / "clusters.yaml", state.get("pids", [sim.pid])
 
 
 def _proc_cpu(pid: int) -> float:
@@ -138,17 +145,21 @@ def _proc_cpu(pid: int) -> float:
         return 0.0
 
 
+def _sims_cpu(pids: list[int]) -> float:
+    return sum(_proc_cpu(pid) for pid in pids)
+
+
 class Cpu:
     """CPU used over a phase by this process (the dispatcher, or the floor) and by the simulated clusters."""
 
-    def __init__(self, sim_pid: int) -> None:
-        self.sim_pid = sim_pid
+    def __init__(self, sim_pids: list[int]) -> None:
+        self.sim_pids = sim_pids
         self.own = time.process_time()
-        self.sim = _proc_cpu(sim_pid)
+        self.sim = _sims_cpu(sim_pids)
 
     def per_job(self, n: int, seconds: float) -> dict[str, float]:
         own = time.process_time() - self.own
-        sim = _proc_cpu(self.sim_pid) - self.sim
+        sim = _sims_cpu(self.sim_pids) - self.sim
         return {
             "cpu_ms_per_job": 1000 * own / n,
             "cpu_busy": own / seconds if seconds else 0.0,
@@ -159,9 +170,9 @@ class Cpu:
 class Bench:
     """One dispatcher against one set of simulated clusters, with hooks that time each job's way."""
 
-    def __init__(self, config: DispatcherConfig, db_url: str, sim_pid: int) -> None:
+    def __init__(self, config: DispatcherConfig, db_url: str, sim_pids: list[int]) -> None:
         self.config = config
-        self.sim_pid = sim_pid
+        self.sim_pids = sim_pids
         self.db_url = db_url
         self.placed_at: dict[str, float] = {}
         self.sync_lags: list[float] = []
@@ -244,7 +255,7 @@ class Bench:
             if time.monotonic() > deadline:
                 raise TimeoutError("the intake did not take every job")
             await asyncio.sleep(0.05)
-        start, cpu = time.monotonic(), Cpu(self.sim_pid)
+        start, cpu = time.monotonic(), Cpu(self.sim_pids)
         self.hold(False)
         end = await self.wait_placed(names, 600)
         seconds = end - start
@@ -283,7 +294,9 @@ async def _with_retries(call: Callable[[], Awaitable[Any]], *, created: bool = F
         delay = min(delay * 2, 5.0)
 
 
-async def floor(config: DispatcherConfig, prefix: str, n: int, concurrency: int, sim_pid: int) -> dict[str, float]:
+async def floor(
+    config: DispatcherConfig, prefix: str, n: int, concurrency: int, sim_pids: list[int]
+) -> dict[str, float]:
     """The API calls alone: create each copy on a worker (round robin), patch the manager Job."""
     manager = await connect("floor-manager", config.manager)
     workers = [await connect(f"floor-{w.name}", w.kube) for w in config.workers]
@@ -309,7 +322,7 @@ async def floor(config: DispatcherConfig, prefix: str, n: int, concurrency: int,
                 }
                 await _with_retries(lambda: manager.patch(JOBS, NAMESPACE, meta["name"], patch))
 
-        start, cpu = time.monotonic(), Cpu(sim_pid)
+        start, cpu = time.monotonic(), Cpu(sim_pids)
         await asyncio.gather(*(dispatch(i, o) for i, o in enumerate(objs)))
         seconds = time.monotonic() - start
         return {"jobs": n, "seconds": seconds, "placed_per_second": n / seconds, **cpu.per_job(n, seconds)}
@@ -320,7 +333,7 @@ async def floor(config: DispatcherConfig, prefix: str, n: int, concurrency: int,
 
 
 async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) -> dict[str, Any]:
-    sim, clusters = await _start_sim(workers, tmp)
+    sim, clusters, sim_pids = await _start_sim(workers, tmp, args.sim_processes)
     try:
         loaded = load_config(clusters)
         policy = dataclasses.replace(
@@ -328,7 +341,7 @@ async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) ->
         )
         config = dataclasses.replace(loaded, policy=policy)
         async with scratch_database(args.db_url, tmp / "dispatcher.sqlite") as url:
-            return await _measure_size(args, workers, job_counts, config, url, sim.pid)
+            return await _measure_size(args, workers, job_counts, config, url, sim_pids)
     finally:
         if sim.returncode is None:
             sim.send_signal(signal.SIGTERM)
@@ -336,9 +349,9 @@ async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) ->
 
 
 async def _measure_size(
-    args: Any, workers: int, job_counts: list[int], config: DispatcherConfig, url: str, sim_pid: int
+    args: Any, workers: int, job_counts: list[int], config: DispatcherConfig, url: str, sim_pids: list[int]
 ) -> dict[str, Any]:
-    bench = Bench(config, url, sim_pid)
+    bench = Bench(config, url, sim_pids)
     await bench.start()
     out: dict[str, Any] = {}
     try:
@@ -346,7 +359,7 @@ async def _measure_size(
             pairs = []
             for r in range(args.runs):
                 disp = await bench.throughput(f"d{workers}-{n}-{r}", n)
-                flo = await floor(config, f"f{workers}-{n}-{r}", n, args.floor_concurrency, sim_pid)
+                flo = await floor(config, f"f{workers}-{n}-{r}", n, args.floor_concurrency, sim_pids)
                 ratio = disp["placed_per_second"] / flo["placed_per_second"]
                 pairs.append((disp, flo, ratio))
                 print(
@@ -403,6 +416,9 @@ def main() -> int:
     p.add_argument("--floor-concurrency", type=int, default=128, help="API calls in flight in the floor")
     p.add_argument("--paced-jobs", type=int, default=None, help="jobs of the latency phase (default 500; --quick 200)")
     p.add_argument("--paced-rate", type=float, default=100.0, help="at most this many submissions per second")
+    p.add_argument(
+        "--sim-processes", type=int, default=1, help="processes of the simulated clusters (`sim up --processes`)"
+    )
     args = p.parse_args()
     args.runs = args.runs or (1 if args.quick else 3)
     worker_counts = args.workers or ([10] if args.quick else [10, 100])

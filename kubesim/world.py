@@ -11,6 +11,7 @@ Admin endpoint (no auth, 127.0.0.1 only):
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -27,7 +28,7 @@ from .errors import ApiError
 from .faults import FAULT_MODES
 from .topology import Topology, TopologyError, WorkerClass, default_topology
 
-__all__ = ["SimWorld", "WorldOptions"]
+__all__ = ["SimWorld", "WorldOptions", "worker_entry", "write_clusters_yaml", "write_private"]
 
 Obj = dict[str, Any]
 
@@ -44,6 +45,11 @@ class WorldOptions:
     tls: bool = True
     #: Cluster name -> API groups whose CRDs it lacks (``{"worker-1": ("ray.io",)}``: no KubeRay there).
     without_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: One shard of a world spread over processes (:mod:`kubesim.shards`): the numbers of the workers this
+    #: process runs (None: all of them) and whether it runs the manager. Names, GPU nodes and labels follow
+    #: the worker's number in the whole world.
+    worker_numbers: tuple[int, ...] | None = None
+    with_manager: bool = True
 
 
 @contextlib.contextmanager
@@ -67,7 +73,36 @@ def _refused_as_topology_error(cluster: SimCluster, path: str, obj: Obj | None =
         raise TopologyError(f"{path}{what}: refused by {cluster.name}: {message}") from None
 
 
-def _write_private(path: Path, doc: Obj) -> None:
+def worker_entry(directory: Path, name: str, gpu: bool) -> Obj:
+    """A worker's entry in ``clusters.yaml`` (its zone label follows its number: worker-1 in zone-1, ...)."""
+    number = int(name.rsplit("-", 1)[1])
+    return {
+        "name": name,
+        "kubeconfig": str((directory / f"{name}.kubeconfig").resolve()),
+        "context": name,
+        "labels": {"gpu": "true" if gpu else "false", "zone": f"zone-{((number - 1) % 3) + 1}"},
+    }
+
+
+def write_clusters_yaml(directory: Path, workers: list[tuple[str, bool]], *, fencing: bool) -> None:
+    """The dispatcher's ``clusters.yaml`` for a simulated world: the manager and ``workers`` ((name, has GPUs),
+    in order), their kubeconfigs in ``directory``; ``fencing``: every worker runs a fencing agent."""
+    config: Obj = {
+        "manager": {"kubeconfig": str((directory / "manager.kubeconfig").resolve()), "context": "manager"},
+        "workers": [worker_entry(directory, name, gpu) for name, gpu in workers],
+        "policy": {"mode": "binpack", "admissionTimeout": "120s", "lostTimeout": "60s"},
+    }
+    if fencing:
+        for worker in config["workers"]:
+            worker["fencing"] = "agent"
+        config["policy"]["fencing"] = {"leaseDuration": "20s", "grace": "10s"}
+    (directory / "clusters.yaml").write_text(
+        "# Written by `dispatcher sim up`: the dispatcher's configuration for these simulated clusters.\n"
+        + yaml.safe_dump(config, sort_keys=False)
+    )
+
+
+def write_private(path: Path, doc: Obj) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         yaml.safe_dump(doc, f, sort_keys=False)
@@ -84,21 +119,25 @@ class SimWorld:
                 f"--gpu-workers ({self.options.gpu_workers}) cannot exceed --workers ({self.options.workers})"
             )
         opts = self.options
-        self.manager = SimCluster(
-            "manager",
-            ClusterOptions(
-                kueue=opts.manager_kueue,
-                hami=False,
-                jobs=True,
-                default_run_seconds=opts.default_run_seconds,
-                bookmark_interval=opts.bookmark_interval,
-                tls=opts.tls,
-                without_groups=opts.without_groups.get("manager", ()),
-            ),
-        )
+        #: None (typed as a cluster for the many callers of whole worlds) in a shard without the manager.
+        self.manager: SimCluster = None  # type: ignore[assignment]
+        if opts.with_manager:
+            self.manager = SimCluster(
+                "manager",
+                ClusterOptions(
+                    kueue=opts.manager_kueue,
+                    hami=False,
+                    jobs=True,
+                    default_run_seconds=opts.default_run_seconds,
+                    bookmark_interval=opts.bookmark_interval,
+                    tls=opts.tls,
+                    without_groups=opts.without_groups.get("manager", ()),
+                ),
+            )
         self.workers: list[SimCluster] = []
         first_gpu = opts.workers - opts.gpu_workers + 1
-        for i in range(1, opts.workers + 1):
+        numbers = opts.worker_numbers if opts.worker_numbers is not None else range(1, opts.workers + 1)
+        for i in numbers:
             gpu = i >= first_gpu
             self.workers.append(
                 SimCluster(
@@ -119,7 +158,7 @@ class SimWorld:
 
     @property
     def clusters(self) -> list[SimCluster]:
-        return [self.manager, *self.workers]
+        return [self.manager, *self.workers] if self.manager is not None else list(self.workers)
 
     def cluster(self, name: str) -> SimCluster:
         for c in self.clusters:
@@ -135,7 +174,7 @@ class SimWorld:
             for i, ns in enumerate(topo.namespaces):
                 with _refused_as_topology_error(c, f"namespaces[{i}]"):
                     c.ensure_namespace(ns)
-        for i, obj in enumerate(topo.manager_objects):
+        for i, obj in enumerate(topo.manager_objects if self.manager is not None else ()):
             with _refused_as_topology_error(self.manager, f"managerObjects[{i}]", obj):
                 self.manager.apply(obj)
         for w in self.workers:
@@ -156,11 +195,12 @@ class SimWorld:
         await self._start_admin()
 
     async def stop(self) -> None:
+        """Stop every cluster, all at once: each waits up to its server's shutdown timeout for open
+        connections, which one after the other added up to a minute with a hundred workers."""
         if self._admin is not None:
             await self._admin.cleanup()
             self._admin = None
-        for c in self.clusters:
-            await c.stop()
+        await asyncio.gather(*(c.stop() for c in self.clusters))
 
     # -- admin -----------------------------------------------------------------------------------------
 
@@ -227,32 +267,12 @@ class SimWorld:
         the agents: ``dispatcher sim up`` does)."""
         directory.mkdir(parents=True, exist_ok=True)
         for c in self.clusters:
-            _write_private(directory / f"{c.name}.kubeconfig", c.kubeconfig())
+            write_private(directory / f"{c.name}.kubeconfig", c.kubeconfig())
         for w in self.workers:
-            _write_private(directory / f"{w.name}.agent.kubeconfig", w.agent_kubeconfig())
+            write_private(directory / f"{w.name}.agent.kubeconfig", w.agent_kubeconfig())
             # From inside the worker (what `rig up --real` writes too): drills look into a partitioned worker.
-            _write_private(directory / f"{w.name}.inside.kubeconfig", w.agent_kubeconfig())
-        config: Obj = {
-            "manager": {"kubeconfig": str((directory / "manager.kubeconfig").resolve()), "context": "manager"},
-            "workers": [
-                {
-                    "name": w.name,
-                    "kubeconfig": str((directory / f"{w.name}.kubeconfig").resolve()),
-                    "context": w.name,
-                    "labels": {"gpu": "true" if w.options.hami else "false", "zone": f"zone-{(i % 3) + 1}"},
-                }
-                for i, w in enumerate(self.workers)
-            ],
-            "policy": {"mode": "binpack", "admissionTimeout": "120s", "lostTimeout": "60s"},
-        }
-        if fencing:
-            for worker in config["workers"]:
-                worker["fencing"] = "agent"
-            config["policy"]["fencing"] = {"leaseDuration": "20s", "grace": "10s"}
-        (directory / "clusters.yaml").write_text(
-            "# Written by `dispatcher sim up`: the dispatcher's configuration for these simulated clusters.\n"
-            + yaml.safe_dump(config, sort_keys=False)
-        )
+            write_private(directory / f"{w.name}.inside.kubeconfig", w.agent_kubeconfig())
+        write_clusters_yaml(directory, [(w.name, w.options.hami) for w in self.workers], fencing=fencing)
         (directory / "sim.json").write_text(
             json.dumps({"admin": self.admin_url, "clusters": [c.describe() for c in self.clusters]}, indent=2)
         )

@@ -39,6 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run no fencing agent in the workers (clusters.yaml then says fencing: none: at-least-once failover)",
     )
+    up.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="spread the clusters over this many processes (one core each at most; default 1)",
+    )
+    up.add_argument("--shard", help=argparse.SUPPRESS)  # i/N: one process of a --processes world
+    up.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)  # exit when this process does
     up.set_defaults(func=cmd_sim_up)
 
     rig = sub.add_parser("rig", help="clusters to run the dispatcher against: simulated, or real components (--real)")

@@ -17,6 +17,7 @@ __all__ = ["cmd_demo", "cmd_drill", "cmd_rig_down", "cmd_rig_up", "cmd_sim_up"]
 
 
 def cmd_sim_up(args: argparse.Namespace) -> int:
+    from kubesim.shards import run_sharded, shard_numbers
     from kubesim.topology import TopologyError, load_topology
     from kubesim.up import run_sim_up
     from kubesim.world import WorldOptions
@@ -37,9 +38,27 @@ def cmd_sim_up(args: argparse.Namespace) -> int:
         default_run_seconds=args.run_seconds,
         manager_kueue=args.manager_kueue,
     )
+    directory = Path(args.dir).resolve()
+    processes = getattr(args, "processes", 1)  # `rig up` without --real comes here without the option
+    if processes < 1 or processes > args.workers:
+        raise UsageError(f"--processes must be between 1 and --workers ({args.workers}), got {processes}")
+    shard = getattr(args, "shard", None)
+    parent_pid = getattr(args, "parent_pid", None)
+    if shard:
+        index, _, count = shard.partition("/")
+        options.worker_numbers = shard_numbers(args.workers, int(index), int(count))
+        options.with_manager = int(index) == 0
+    elif processes > 1:
+        argv = ["--workers", str(args.workers), "--gpu-workers", str(args.gpu_workers)]
+        argv += ["--run-seconds", str(args.run_seconds)]
+        argv += ["--topology", str(Path(args.topology).resolve())] if args.topology else []
+        argv += ["--manager-kueue"] if args.manager_kueue else []
+        argv += ["--no-fencing-agents"] if args.no_fencing_agents else []
+        fencing = not args.no_fencing_agents
+        return asyncio.run(run_sharded(options, directory, processes, argv, fencing=fencing, parent_pid=parent_pid))
     inside = None if args.no_fencing_agents else _fencing_agents
     try:
-        return asyncio.run(run_sim_up(options, Path(args.dir).resolve(), topology, inside=inside))
+        return asyncio.run(run_sim_up(options, directory, topology, inside=inside, parent_pid=parent_pid))
     except TopologyError as exc:
         # An object of the topology that the simulated API server refused (e.g. an invalid ClusterQueue).
         raise UsageError(f"--topology {args.topology or '(default)'}: {exc}") from None

@@ -263,3 +263,53 @@ async def test_bad_topology_fails_with_a_clear_message(tmp_path: Path, case: str
     assert text.startswith(f"dispatcher: --topology {topology}: "), text
     assert message in text, text
     assert not (directory / "ready").exists()
+
+
+async def test_processes_spread_the_world_and_share_its_files_and_admin(tmp_path: Path) -> None:
+    """``--processes 2``: the same files and fault admin as one process; the clusters run in two child processes
+    (``sim.json`` names them), which exit when the coordinating process is killed."""
+    directory = tmp_path / "sim"
+    cache = tmp_path / "kubectl-cache"
+    args = ("--workers", "3", "--gpu-workers", "1", "--processes", "2", "--no-fencing-agents")
+    async with sim_up(directory, *args, timeout=180) as running:
+        config = load_config(directory / "clusters.yaml")
+        assert [w.name for w in config.workers] == ["worker-1", "worker-2", "worker-3"]
+        assert [dict(w.labels)["zone"] for w in config.workers] == ["zone-1", "zone-2", "zone-3"]
+        assert dict(config.worker("worker-3").labels)["gpu"] == "true"  # type: ignore[union-attr]
+        for name in ("manager", "worker-1", "worker-2", "worker-3"):
+            assert stat.S_IMODE((directory / f"{name}.kubeconfig").stat().st_mode) == 0o600
+        state = json.loads((directory / "sim.json").read_text())
+        coordinator, *shards = state["pids"]
+        assert coordinator == running.proc.pid and len(shards) == 2
+        assert sorted(c["name"] for c in state["clusters"]) == ["manager", "worker-1", "worker-2", "worker-3"]
+        for name in ("worker-1", "worker-2"):  # one in each shard
+            code, out, err = await kubectl(
+                directory / f"{name}.kubeconfig", cache, "get", "clusterqueues", "-o", "name"
+            )
+            assert code == 0, err
+            assert "clusterqueue.kueue.x-k8s.io/team-a" in out.split()
+
+        # The world's admin endpoint reaches a cluster in either shard; an unknown name is a 404.
+        import aiohttp
+
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{state['admin']}/clusters/worker-1/fault", json={"mode": "partition"}) as resp:
+                assert resp.status == 200, await resp.text()
+            async with http.post(f"{state['admin']}/clusters/worker-9/fault", json={"mode": "stop"}) as resp:
+                assert resp.status == 404
+            async with http.get(f"{state['admin']}/clusters") as resp:
+                faults = {c["name"]: c["fault"] for c in await resp.json()}
+        assert faults == {"manager": "none", "worker-1": "partition", "worker-2": "none", "worker-3": "none"}
+        code, _, err = await kubectl(directory / "worker-1.kubeconfig", cache, "get", "ns", "--request-timeout=3s")
+        assert code != 0, "worker-1 answered through a partition"
+        code, _, err = await kubectl(directory / "worker-2.kubeconfig", cache, "get", "ns")
+        assert code == 0, err
+
+        # Killed without a chance to clean up, the coordinator takes its shards with it.
+        running.proc.kill()
+        await running.proc.wait()
+
+        async def shards_gone() -> bool:
+            return not any(await asyncio.gather(*(asyncio.to_thread(Path(f"/proc/{p}").exists) for p in shards)))
+
+        await eventually(shards_gone, "the shards to exit after the coordinator was killed", timeout=30)
