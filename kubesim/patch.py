@@ -10,7 +10,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from . import fastjson
+from kubecommon import fastjson
+
 from .errors import ApiError
 
 __all__ = ["SchemaNode", "apply_json_patch", "apply_merge_patch", "apply_strategic_merge_patch", "clone"]
@@ -32,7 +33,7 @@ class SchemaNode(Protocol):
 
 
 def clone(value: Any) -> Any:
-    """Deep copy of JSON data (through orjson: :mod:`kubesim.fastjson`)."""
+    """Deep copy of JSON data (through orjson: :mod:`kubecommon.fastjson`)."""
     return fastjson.clone(value)
 
 

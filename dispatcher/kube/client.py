@@ -25,6 +25,8 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
+from kubecommon import fastjson
+
 from ..config import KubeconfigRef
 
 __all__ = ["ClusterClient", "KubeError", "Resource", "connect"]
@@ -206,7 +208,7 @@ class ClusterClient:
         if not raw:
             return {}
         try:
-            data: Obj = json.loads(raw)
+            data: Obj = fastjson.loads(raw)
         except json.JSONDecodeError:
             return {"raw": raw.decode(errors="replace")}
         return data
@@ -395,7 +397,7 @@ class ClusterClient:
                     return
                 self.last_success = time.monotonic()
                 try:
-                    event = json.loads(line)
+                    event = fastjson.loads(line)
                 except json.JSONDecodeError:
                     raise KubeError(0, "BadWatchEvent", f"{self.name}: undecodable watch event") from None
                 kind, obj = event.get("type"), event.get("object") or {}
@@ -414,7 +416,7 @@ def _describe(exc: BaseException) -> str:
 
 def _error_from(status: int, raw: bytes, retry_after: str | None) -> KubeError:
     try:
-        body = json.loads(raw) if raw else {}
+        body = fastjson.loads(raw) if raw else {}
     except json.JSONDecodeError:
         body = {}
     if not isinstance(body, dict):

@@ -10,6 +10,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from kubecommon import fastjson
+
 __all__ = ["DatabaseUrlError", "make_engine", "redact", "sqlite_url"]
 
 
@@ -27,6 +29,14 @@ def redact(url: str) -> str:
 
 def sqlite_url(path: str) -> str:
     return f"sqlite+aiosqlite:///{path}"
+
+
+def _json_codec(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """JSON columns (decision records, pod sets, remote status) through orjson: ``json`` encoding and decoding
+    of them was about a tenth of the dispatcher's CPU in a profile of a 1,000-Job burst over 100 workers."""
+    kwargs.setdefault("json_serializer", fastjson.dumps_text)
+    kwargs.setdefault("json_deserializer", fastjson.loads)
+    return kwargs
 
 
 def make_engine(url: str, *, read_only: bool = False, **kwargs: Any) -> AsyncEngine:
@@ -62,7 +72,7 @@ def make_engine(url: str, *, read_only: bool = False, **kwargs: Any) -> AsyncEng
             kwargs.setdefault("pool_size", 1)
             kwargs.setdefault("max_overflow", 0)
             kwargs.setdefault("pool_timeout", 300)
-        engine = create_async_engine(url, connect_args={"timeout": 30}, **kwargs)
+        engine = create_async_engine(url, connect_args={"timeout": 30}, **_json_codec(kwargs))
         begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
 
         @event.listens_for(engine.sync_engine, "connect")
@@ -91,5 +101,5 @@ def make_engine(url: str, *, read_only: bool = False, **kwargs: Any) -> AsyncEng
         kwargs.setdefault("pool_size", 10)
         kwargs.setdefault("max_overflow", 10)
         kwargs.setdefault("pool_pre_ping", True)
-        return create_async_engine(url, **kwargs)
+        return create_async_engine(url, **_json_codec(kwargs))
     raise DatabaseUrlError(f"database URL {redact(url)!r}: only sqlite+aiosqlite and postgresql+asyncpg are supported")

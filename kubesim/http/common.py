@@ -12,7 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
-from .. import fastjson
+from kubecommon import fastjson
+
 from ..api import Api
 from ..errors import ApiError
 from ..faults import FaultState

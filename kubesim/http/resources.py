@@ -10,7 +10,9 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from .. import errors, fastjson
+from kubecommon import fastjson
+
+from .. import errors
 from ..api import RequestOptions
 from ..api.types import APPLY_PATCH, PATCH_TYPES
 from ..table import to_table

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import fastjson
+from kubecommon import fastjson
+
 from ..errors import Cause, bad_request, invalid
 from . import cel
 from .decode import _Decoder, _unknown_outcome
