@@ -15,8 +15,8 @@ for every job (submitted beforehand, like the dispatcher's) create the copy on a
 the manager Job's annotations. No SQL, no placement, no watches. ``ratio_to_floor`` is the median over runs of
 dispatcher rate / floor rate of each pair. Target: >= 0.7.
 
-``--sim-processes N`` spreads the simulated clusters over N processes (``sim up --processes``); "sim busy" is then
-the cores they use together.
+``--sim-processes N`` spreads the simulated clusters over N processes (``sim up --processes``); "sim" is then the
+cores they use together, "busiest" the busiest process's share of a core.
 
 **Latency** (after the throughput runs, dispatcher only): jobs submitted one by one at a steady rate (a quarter of the
 measured throughput, at most ``--paced-rate``); ``submit_to_mirrored`` p50/p99 is from the create call on the
@@ -145,25 +145,24 @@ def _proc_cpu(pid: int) -> float:
         return 0.0
 
 
-def _sims_cpu(pids: list[int]) -> float:
-    return sum(_proc_cpu(pid) for pid in pids)
-
-
 class Cpu:
-    """CPU used over a phase by this process (the dispatcher, or the floor) and by the simulated clusters."""
+    """CPU used over a phase by this process (the dispatcher, or the floor) and by the simulated clusters:
+    ``sim_cpu_busy`` is the cores its processes used together, ``sim_busiest`` the busiest one's share of a core
+    (what says whether the simulator paced the phase)."""
 
     def __init__(self, sim_pids: list[int]) -> None:
         self.sim_pids = sim_pids
         self.own = time.process_time()
-        self.sim = _sims_cpu(sim_pids)
+        self.sim = {pid: _proc_cpu(pid) for pid in sim_pids}
 
     def per_job(self, n: int, seconds: float) -> dict[str, float]:
         own = time.process_time() - self.own
-        sim = _sims_cpu(self.sim_pids) - self.sim
+        used = [_proc_cpu(pid) - before for pid, before in self.sim.items()]
         return {
             "cpu_ms_per_job": 1000 * own / n,
             "cpu_busy": own / seconds if seconds else 0.0,
-            "sim_cpu_busy": sim / seconds if seconds else 0.0,
+            "sim_cpu_busy": sum(used) / seconds if seconds else 0.0,
+            "sim_busiest": max(used, default=0.0) / seconds if seconds else 0.0,
         }
 
 
@@ -365,9 +364,10 @@ async def _measure_size(
                 print(
                     f"  {workers} workers, {n} jobs, run {r + 1}: dispatcher {disp['placed_per_second']:.0f}/s "
                     f"({disp['seconds']:.2f}s, {disp['cpu_ms_per_job']:.2f} ms CPU/job, busy "
-                    f"{disp['cpu_busy']:.0%}, sim {disp['sim_cpu_busy']:.0%}), floor "
-                    f"{flo['placed_per_second']:.0f}/s ({flo['seconds']:.2f}s, {flo['cpu_ms_per_job']:.2f} ms "
-                    f"CPU/job, busy {flo['cpu_busy']:.0%}, sim {flo['sim_cpu_busy']:.0%}), ratio {ratio:.2f}"
+                    f"{disp['cpu_busy']:.0%}, sim {disp['sim_cpu_busy']:.0%}, busiest {disp['sim_busiest']:.0%}), "
+                    f"floor {flo['placed_per_second']:.0f}/s ({flo['seconds']:.2f}s, {flo['cpu_ms_per_job']:.2f} ms "
+                    f"CPU/job, busy {flo['cpu_busy']:.0%}, sim {flo['sim_cpu_busy']:.0%}, "
+                    f"busiest {flo['sim_busiest']:.0%}), ratio {ratio:.2f}"
                 )
             rate = median([p[0]["placed_per_second"] for p in pairs])
             out[str(n)] = {
@@ -378,6 +378,7 @@ async def _measure_size(
                 "floor_cpu_ms_per_job": round(median([p[1]["cpu_ms_per_job"] for p in pairs]), 3),
                 "sim_cpu_busy": round(median([p[0]["sim_cpu_busy"] for p in pairs]), 2),
                 "floor_sim_cpu_busy": round(median([p[1]["sim_cpu_busy"] for p in pairs]), 2),
+                "sim_busiest": round(median([p[0]["sim_busiest"] for p in pairs]), 2),
                 "runs": [
                     {"dispatcher": round(a["placed_per_second"], 1), "floor": round(b["placed_per_second"], 1)}
                     for a, b, _ in pairs

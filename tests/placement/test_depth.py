@@ -263,3 +263,16 @@ def test_dispatcher_explain_shows_topology_fair_share_and_preemption_reasons() -
     rendered = "\n".join(render_decision(d.explanation()))
     assert "would preempt 1 (InCohortFairSharing: 1)" in rendered
     assert "fair share after admission" in rendered
+
+
+def test_pods_matter_only_once_a_flavor_names_a_topology() -> None:
+    """A Topology alone places nothing (no ClusterQueue can use it without a TAS flavor): the worker's pods are
+    not watched for it; a flavor that names a Topology, present or missing, makes them count."""
+    w = WorkerCapacity("w")
+    levels = [{"nodeLabel": k} for k in (BLOCK, RACK, HOST)]
+    w.set_topology({"metadata": {"name": "gpu-topology"}, "spec": {"levels": levels}})
+    w.set_flavor({"metadata": {"name": "plain"}, "spec": {}})
+    assert not w.uses_tas
+    w.set_flavor({"metadata": {"name": "tas"}, "spec": {"topologyName": "other-topology"}})
+    assert w.uses_tas
+    assert _tas_worker("x", {"r1": 1}, topology=False).uses_tas
