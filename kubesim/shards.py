@@ -167,7 +167,11 @@ async def run_sharded(
         for i in range(processes):
             shards.append(await _start_shard(i, processes, directory, argv))
         deadline = asyncio.get_running_loop().time() + START_TIMEOUT
-        await asyncio.gather(*(_until_ready(s, deadline) for s in shards))
+        failed = [
+            e for e in await asyncio.gather(*(_until_ready(s, deadline) for s in shards), return_exceptions=True) if e
+        ]
+        if failed:
+            raise failed[0] if isinstance(failed[0], RuntimeError) else RuntimeError(str(failed[0]))
         await asyncio.to_thread(_gather_files, shards, directory)
         described = sorted(
             (c for s in shards for c in s.clusters),

@@ -313,3 +313,37 @@ async def test_processes_spread_the_world_and_share_its_files_and_admin(tmp_path
             return not any(await asyncio.gather(*(asyncio.to_thread(Path(f"/proc/{p}").exists) for p in shards)))
 
         await eventually(shards_gone, "the shards to exit after the coordinator was killed", timeout=30)
+
+
+async def test_a_shard_that_cannot_start_fails_the_world_loudly(tmp_path: Path) -> None:
+    """With ``--processes``, an object the workers' API refuses stops each shard with the usual message, and
+    ``sim up`` says which shard failed and exits non-zero, with no ready file and no process left behind."""
+    _, content, message = next(c for c in BAD_TOPOLOGIES if c[0] == "object the server refuses")
+    topology = tmp_path / "topology.yaml"
+    topology.write_text(yaml.safe_dump(content))
+    directory = tmp_path / "sim"
+    args = ("--workers", "2", "--gpu-workers", "0", "--processes", "2", "--no-fencing-agents")
+    proc = await _start(directory, *args, "--topology", str(topology))
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    text = err.decode()
+    assert proc.returncode == 1, f"exit {proc.returncode}\n{out.decode()}{text}"
+    assert "Traceback" not in text and "never retrieved" not in text, text
+    assert message in text, text  # worker-1's shard says what its API refused
+    assert "dispatcher sim up: shard " in text and "exited with code 2 before it was ready" in text, text
+    assert not (directory / "ready").exists()
+    assert await asyncio.to_thread(_sim_commands_running, directory) == []
+
+
+def _sim_commands_running(directory: Path) -> list[str]:
+    """Command lines of the processes still running a shard of the world in ``directory``."""
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(directory) in cmd and "--shard" in cmd:
+            out.append(cmd)
+    return out
