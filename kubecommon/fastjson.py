@@ -5,8 +5,9 @@ A profile of ``dispatcher sim up --workers 100`` under a 10,000-Job burst spent 
 ``json`` and in recursive copies of stored objects (every controller write copies the object it changes).
 orjson does the same work in C: encoding about 15 times, copying (an encode and a decode) about 3.5 times as
 fast on a typical Job. The answers stay byte-for-byte what ``json`` gives for API objects (compact, UTF-8);
-anything orjson refuses (integers beyond 64 bits, non-string keys, NaN) goes the slow way, so that behaviour
-and error messages are unchanged.
+anything orjson refuses (integers beyond 64 bits, non-string keys, a body that is not JSON) goes the slow way, so
+that behaviour and error messages are unchanged. One difference is left: a float NaN or infinity (not JSON; only
+``json``'s lenient decoding lets one in) is written and copied as ``null``.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import builtins
 import itertools
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,8 +97,14 @@ class Store:
     """In-memory storage with a global revision, an event log and subscriptions."""
 
     def __init__(
-        self, *, log_size: int = 100_000, log_seconds: float = 300.0, subscription_buffer: int = 10_000
+        self,
+        *,
+        log_size: int = 100_000,
+        log_seconds: float = 300.0,
+        subscription_buffer: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._clock = clock
         self.rv = 0
         self._buckets: dict[str, _Bucket] = {}
         self._log: deque[StoreEvent] = deque()
@@ -215,7 +221,7 @@ class Store:
         return gone
 
     def _emit(self, event: StoreEvent) -> None:
-        now = time.monotonic()
+        now = self._clock()
         self._log.append(event)
         self._log_rvs.append(event.rv)
         self._log_times.append(now)

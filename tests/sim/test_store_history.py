@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
-from kubesim import store as store_module
 from kubesim.store import Store
 
 
@@ -18,10 +15,9 @@ def _write(store: Store, name: str) -> int:
     return rv
 
 
-def test_history_older_than_its_horizon_is_compacted(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_history_older_than_its_horizon_is_compacted() -> None:
     clock = [1000.0]
-    monkeypatch.setattr(store_module.time, "monotonic", lambda: clock[0])
-    store = Store(log_seconds=300.0)
+    store = Store(log_seconds=300.0, clock=lambda: clock[0])
     first = _write(store, "a")
     second = _write(store, "b")
     assert not store.too_old(first - 1)
