@@ -210,7 +210,8 @@ async def crash_drill(
         if dispatcher is not None and dispatcher.returncode is None:
             dispatcher.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(dispatcher.wait(), 20)
+                async with asyncio.timeout(20):
+                    await dispatcher.wait()
             except TimeoutError:
                 dispatcher.kill()
         for c in clients:
@@ -218,7 +219,8 @@ async def crash_drill(
         if sim is not None and sim.returncode is None:
             sim.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(sim.wait(), 20)
+                async with asyncio.timeout(20):
+                    await sim.wait()
             except TimeoutError:
                 sim.kill()
 

@@ -242,7 +242,8 @@ class Bench:
                 missing = sum(1 for n in names if n not in self.placed_at)
                 raise TimeoutError(f"{missing} of {len(names)} jobs not placed within {timeout:g}s")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._placed_event.wait(), min(left, 1.0))
+                async with asyncio.timeout(min(left, 1.0)):
+                    await self._placed_event.wait()
 
     async def throughput(self, prefix: str, n: int) -> dict[str, float]:
         names = [f"{prefix}-{i:05d}" for i in range(n)]

@@ -550,7 +550,8 @@ async def run_strategy(strategy: str, gen: Generator, args: argparse.Namespace) 
         if sim.returncode is None:
             sim.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(sim.wait(), 15)
+                async with asyncio.timeout(15):
+                    await sim.wait()
             except TimeoutError:
                 sim.kill()  # a saturated simulator can take long to wind down
                 await sim.wait()
@@ -605,7 +606,8 @@ async def _measure(
     for inf in informers:
         inf.start()
     for inf in informers:
-        await asyncio.wait_for(inf.synced.wait(), 30)
+        async with asyncio.timeout(30):
+            await inf.synced.wait()
     manager = await connect("bench-manager", manager_ref)
     submitted: dict[str, float] = {}
     fragmented: set[str] = set()
@@ -635,7 +637,8 @@ async def _measure(
                     if any(c.gpu is not None and fitter.fit(c, pod_sets, "binpack").ok for c in caps):
                         fragmented.add(live.name)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), 0.25)
+                async with asyncio.timeout(0.25):
+                    await stop.wait()
 
     sampling = asyncio.create_task(sampler())
     sem = asyncio.Semaphore(64)

@@ -165,7 +165,8 @@ class Bench:
         if self.rig is not None and self.rig.returncode is None:
             self.rig.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(self.rig.wait(), 120)
+                async with asyncio.timeout(120):
+                    await self.rig.wait()
             except TimeoutError:
                 self.rig.kill()
 
@@ -249,7 +250,8 @@ class Bench:
         for inf in informers:
             inf.start()
         for inf in informers:
-            await asyncio.wait_for(inf.synced.wait(), 60)
+            async with asyncio.timeout(60):
+                await inf.synced.wait()
         stream = self.gen.stream()
         klass = {s.name: s.klass.name for s in stream}
         submitted: dict[str, float] = {}

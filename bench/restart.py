@@ -179,7 +179,8 @@ async def _one_run(url: str, config: Path, workdir: Path, profile: str | None) -
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(proc.wait(), 60)
+                async with asyncio.timeout(60):
+                    await proc.wait()
             except TimeoutError:
                 proc.kill()
                 await proc.wait()

@@ -88,7 +88,8 @@ class Counter:
             if left <= 0:
                 raise TimeoutError(f"{len(names - self.admitted)} of {len(names)} jobs not admitted")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), left)
+                async with asyncio.timeout(left):
+                    await self.changed.wait()
         return time.monotonic()
 
 

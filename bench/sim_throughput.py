@@ -358,7 +358,8 @@ async def phase_watch(server: Server, watchers: int, writes: int, timeout: float
 
         readies = [asyncio.Event() for _ in range(watchers)]
         tasks = [asyncio.create_task(watch(i, readies[i])) for i in range(watchers)]
-        await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 30)
+        async with asyncio.timeout(30):
+            await asyncio.gather(*(r.wait() for r in readies))
         await asyncio.sleep(0.2)  # the server has registered every watch once it answered the headers
         body = json.dumps(
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "w-"}, "data": {"k": "v"}}
@@ -376,7 +377,8 @@ async def phase_watch(server: Server, watchers: int, writes: int, timeout: float
         start = time.perf_counter()
         await asyncio.gather(*(writer() for _ in range(8)))
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await done.wait()
         end = last_event if done.is_set() else time.perf_counter()
         cpu, ccpu = server.cpu_seconds() - cpu0, time.process_time() - ccpu0
         for t in tasks:
@@ -424,7 +426,8 @@ async def stop_server(proc: asyncio.subprocess.Process) -> None:
     if proc.returncode is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            await asyncio.wait_for(proc.wait(), 30)
+            async with asyncio.timeout(30):
+                await proc.wait()
         except TimeoutError:
             proc.kill()
             await proc.wait()

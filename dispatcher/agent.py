@@ -51,6 +51,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from kubecommon.tasks import cancel_and_wait
+
 from . import labels as L
 from .adapters import default_adapters
 from .adapters.base import Adapter
@@ -195,11 +197,7 @@ class FencingAgent:
         ]
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks, what="fencing agent")
         self._tasks = []
         for step in list(self._steps):
             step.cancel()
@@ -314,7 +312,8 @@ class FencingAgent:
             waits = [s.deadline() - now for s in self.leases.values() if not s.expired and s.duration > 0]
             timeout = max(0.05, min([1.0, *waits]))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._changed.wait()
 
     async def _expire(self, state: LeaseState, now: float) -> None:
         state.expired = True

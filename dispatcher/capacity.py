@@ -17,13 +17,14 @@ Kueue does not serve (e.g. Cohorts on an old release) are skipped.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from collections.abc import Callable
 from typing import Any
 
 import yaml
+
+from kubecommon.tasks import cancel_and_wait
 
 from . import labels as L
 from .health import HealthMachine, HealthMonitor
@@ -124,9 +125,7 @@ class WorkerView:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task], what="capacity")
             self._task = None
         for inf in self.informers.values():
             await inf.stop()

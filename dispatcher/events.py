@@ -14,6 +14,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from kubecommon.tasks import cancel_and_wait
+
 from .fencing import Deposed
 from .kube.client import ClusterClient, KubeError, Resource
 
@@ -43,9 +45,7 @@ class EventRecorder:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task], what="events")
             self._task = None
 
     def emit(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
@@ -106,4 +106,5 @@ class EventRecorder:
     async def flush(self, timeout: float = 5.0) -> None:
         """Wait until queued events are written (for tests and clean shutdown)."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._queue.join(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._queue.join()

@@ -117,7 +117,8 @@ class GarbageCollector:
         interval = self.rt.policy.gc_interval
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event.wait(), interval)
+                async with asyncio.timeout(interval):
+                    await self._event.wait()
             self._event.clear()
             workers = set(self._requested) or set(self.rt.views)
             self._requested.clear()

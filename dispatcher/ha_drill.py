@@ -35,6 +35,8 @@ from typing import Any, TextIO
 import aiohttp
 import yaml
 
+from kubecommon.tasks import cancel_and_wait
+
 from . import labels as L
 from .adapters.job import JobAdapter
 from .config import KubeconfigRef, load_config
@@ -149,7 +151,8 @@ class ReplicaSet:
                     proc.send_signal(signal.SIGTERM)
         for proc in self.procs.values():
             try:
-                await asyncio.wait_for(proc.wait(), 20)
+                async with asyncio.timeout(20):
+                    await proc.wait()
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
@@ -234,9 +237,7 @@ class CopySampler:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task], what="ha_drill")
 
     async def completed(self) -> dict[str, list[str]]:
         """Workload uid -> the workers where a copy of it completed."""

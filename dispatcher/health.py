@@ -15,11 +15,12 @@ could not be fenced), but nothing is placed there until it accepts the dispatche
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+from kubecommon.tasks import cancel_and_wait
 
 __all__ = ["HealthMachine", "HealthMonitor", "HealthState"]
 
@@ -145,9 +146,7 @@ class HealthMonitor:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task], what="health")
             self._task = None
 
     async def probe_all(self) -> None:

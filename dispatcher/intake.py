@@ -10,12 +10,13 @@ and handed to the placement loop. Deleted manager objects cancel their workload.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from kubecommon.tasks import cancel_and_wait
 
 from . import labels as L
 from .adapters.base import Adapter
@@ -178,9 +179,7 @@ class Intake:
         for inf in self.informers:
             await inf.stop()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task], what="intake")
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(inf.synced.wait() for inf in self.informers))

@@ -23,7 +23,6 @@ SQL, the lease deadline checked before each write).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import os
@@ -35,6 +34,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+from kubecommon.tasks import cancel_and_wait
 
 from .fencing import Fence
 from .kube.client import ClusterClient, KubeError, Resource
@@ -299,11 +300,7 @@ class LeaderElector:
 
     async def _cancel_leading(self) -> None:
         task, self._leading_task = self._leading_task, None
-        if task is not None and not task.done():
-            task.cancel()
-        if task is not None:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait([task], what="leading")
 
     def start(self) -> None:
         self._task = asyncio.create_task(self.run(), name="leader-election")
@@ -312,9 +309,7 @@ class LeaderElector:
         """Stop campaigning (the caller stops acting first; see :meth:`release`)."""
         self.fence.revoke()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task], what="leader")
             self._task = None
         await self._cancel_leading()
 

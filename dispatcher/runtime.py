@@ -24,6 +24,8 @@ from typing import Any
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, wait_exponential, wait_random
 
+from kubecommon.tasks import cancel_and_wait
+
 from .adapters import default_adapters
 from .adapters.base import Adapter
 from .capacity import WorkerView
@@ -71,7 +73,8 @@ class Timers:
                 fire(kind, wid, gen)
             timeout = self._heap[0][0] - now if self._heap else None
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._changed.wait()
 
 
 class TransitionBatcher:
@@ -181,17 +184,9 @@ class Runtime:
 
     async def stop_tasks(self, tasks: set[asyncio.Task[None]]) -> None:
         """Cancel ``tasks`` (and every step in flight) and wait until they are done."""
-        pending = {*tasks, *self.steps}
-        # asyncio.wait_for on Python 3.11 can swallow a cancellation that races with a completed read, so a
-        # task may need to be cancelled more than once; every retry loop also checks ``stopping``.
-        for _ in range(50):
-            if not pending:
-                break
-            for t in pending:
-                t.cancel()
-            _, pending = await asyncio.wait(pending, timeout=0.2)
-        if pending:
-            log.warning("%d tasks did not stop", len(pending))
+        # A task may need cancelling more than once (kubecommon/tasks.py); every retry loop also checks
+        # ``stopping``.
+        await cancel_and_wait({*tasks, *self.steps}, what="dispatcher")
 
     # -- the two signals -------------------------------------------------------------------------------
 

@@ -17,7 +17,6 @@ in force on each worker (``dispatcher cluster list``, the dashboard, ``kueue_dis
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -25,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from kubecommon.tasks import cancel_and_wait
 
 from . import labels as L
 from .agent import AGENT_LEASE, LEASES, agent_status, fencing_lease_name
@@ -151,11 +152,7 @@ class WorkerLeases:
             inf.start()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks, what="worker leases")
         self._tasks = []
 
     async def close(self) -> None:

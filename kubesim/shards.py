@@ -220,7 +220,8 @@ async def _stop_shards(shards: list[_Shard]) -> None:
                 shard.process.terminate()
     for shard in shards:
         try:
-            await asyncio.wait_for(shard.process.wait(), STOP_TIMEOUT + 5)
+            async with asyncio.timeout(STOP_TIMEOUT + 5):
+                await shard.process.wait()
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 shard.process.kill()

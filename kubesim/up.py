@@ -89,7 +89,8 @@ async def watch_parent(pid: int, stop: asyncio.Event) -> None:
 async def stopped_within(stopping: Awaitable[None], what: str) -> None:
     """Await ``stopping``; past :data:`STOP_TIMEOUT`, say so and exit the process."""
     try:
-        await asyncio.wait_for(stopping, STOP_TIMEOUT)
+        async with asyncio.timeout(STOP_TIMEOUT):
+            await stopping
     except TimeoutError:
         print(f"{what} did not stop within {STOP_TIMEOUT:g}s; exiting", file=sys.stderr, flush=True)
         os._exit(1)

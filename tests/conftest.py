@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent / "conformance" / "kueue"))
 # The builders of the HAMi rule tests (hamibuild), shared by tests/placement/hami/.
 sys.path.insert(0, str(Path(__file__).parent / "placement" / "hami"))
 
+import hangdump  # noqa: E402
 from realrig import RealRig, RealRigError, start_real_rig  # noqa: E402
 
 #: The PostgreSQL the SQL tests run on besides SQLite: the development machine's own server unless
@@ -91,6 +92,12 @@ async def pg_url() -> AsyncIterator[str]:
 # A test marked ``real_rig`` runs on the simulated clusters (SQLite and PostgreSQL) and on the session's real rig
 # (SQLite; the database is not what the real rig tests). It takes the ``backend`` fixture ("sim" or "real") and,
 # through ``real_rig``, the running rig.
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    """A test that times out also shows what each asyncio task was awaiting (tests/hangdump.py)."""
+    return True if hangdump.install(item, settings) else None
 
 
 @pytest.hookimpl(tryfirst=True)

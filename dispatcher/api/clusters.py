@@ -81,7 +81,8 @@ async def _cluster_action(request: web.Request, action: str) -> web.Response:
     actions.add(task)
     task.add_done_callback(actions.discard)
     try:
-        result = await asyncio.wait_for(asyncio.shield(task), ACTION_TIMEOUT)
+        async with asyncio.timeout(ACTION_TIMEOUT):
+            result = await asyncio.shield(task)
     except TimeoutError:
         task.add_done_callback(lambda t: _log_late_failure(t, action, name))
         log.warning("API: %s %s is still running after %gs; it goes on in the background", action, name, ACTION_TIMEOUT)

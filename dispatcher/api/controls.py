@@ -35,7 +35,8 @@ async def workload_action(request: web.Request) -> web.Response:
         raise ApiError(501, "this dispatcher cannot stop, resume or cancel workloads (it has no Dispatcher.control)")
     task = asyncio.ensure_future(control(action, namespace, name))
     try:
-        body = await asyncio.wait_for(asyncio.shield(task), ACTION_TIMEOUT)
+        async with asyncio.timeout(ACTION_TIMEOUT):
+            body = await asyncio.shield(task)
     except TimeoutError:
         log.warning("API: %s %s/%s is still running after %gs", action, namespace, name, ACTION_TIMEOUT)
         raise ApiError(

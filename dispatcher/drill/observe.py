@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
+
+from kubecommon.tasks import cancel_and_wait
 
 from .. import labels as L
 from ..adapters.job import JobAdapter
@@ -202,9 +203,7 @@ class Sampler:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task], what="observe")
             self._task = None
 
 

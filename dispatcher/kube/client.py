@@ -191,7 +191,8 @@ class ClusterClient:
         try:
             resp = await self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
             async with resp:
-                raw = await asyncio.wait_for(resp.read(), timeout if timeout is not None else self.timeout)
+                async with asyncio.timeout(timeout if timeout is not None else self.timeout):
+                    raw = await resp.read()
                 status = resp.status
                 retry_after = resp.headers.get("Retry-After")
         except KubeError:

@@ -14,13 +14,14 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from tenacity import wait_exponential, wait_random
+
+from kubecommon.tasks import cancel_and_wait
 
 from .client import ClusterClient, KubeError, Resource
 
@@ -98,9 +99,7 @@ class Informer:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task], what=f"informer {self.name}")
             self._task = None
 
     def _emit(self, kind: str, obj: Obj, old: Obj | None) -> None:

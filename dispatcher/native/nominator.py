@@ -165,7 +165,8 @@ class Nominator:
         decided before ``synced`` (the manager's lists and the workers' views are in)."""
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), TICK if synced() else 0.1)
+                async with asyncio.timeout(TICK if synced() else 0.1):
+                    await self._wake.wait()
             self._wake.clear()
             if not synced():
                 continue

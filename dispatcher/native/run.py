@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from kubecommon.tasks import cancel_and_wait
+
 from ..adapters import default_adapters
 from ..capacity import KUEUE_CONFIG, WorkerView
 from ..config import DispatcherConfig
@@ -149,9 +151,7 @@ class NativeDispatcher:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait([self._task], what="run")
             self._task = None
         await self.health.stop()
         for inf in self.informers:

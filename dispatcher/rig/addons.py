@@ -78,7 +78,8 @@ async def reconfigure_kueue(cluster: RealCluster, extra: Obj) -> None:
         ):
             if r.status != 200:
                 return False
-        _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", webhook), 1.0)
+        async with asyncio.timeout(1.0):
+            _, writer = await asyncio.open_connection("127.0.0.1", webhook)
         writer.close()
         return True
 

@@ -584,7 +584,8 @@ class RealCluster:
 def _listening(port: int) -> Any:
     async def check() -> bool:
         try:
-            _, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 1.0)
+            async with asyncio.timeout(1.0):
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
         except (OSError, TimeoutError):
             return False
         writer.close()

@@ -148,7 +148,8 @@ class Process:
             self._signal(signal.SIGCONT)  # a paused process cannot act on SIGTERM
             self._signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(self.proc.wait(), grace)
+                async with asyncio.timeout(grace):
+                    await self.proc.wait()
             except TimeoutError:
                 self._signal(signal.SIGKILL)
                 await self.proc.wait()

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from kubecommon.tasks import cancel_and_wait
 from kubesim.topology import Topology
 
 from .binaries import find_binaries
@@ -53,7 +54,8 @@ async def _watch(world: RealWorld, stop: asyncio.Event) -> None:
                     seen.add(str(err))
                     print(f"rig: ERROR {err}", file=sys.stderr, flush=True)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), 2.0)
+            async with asyncio.timeout(2.0):
+                await stop.wait()
 
 
 async def run_rig_up(
@@ -84,9 +86,7 @@ async def run_rig_up(
         stopper = asyncio.ensure_future(stop.wait())
         await asyncio.wait({start, stopper}, return_when=asyncio.FIRST_COMPLETED)
         if not start.done():
-            start.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await start
+            await cancel_and_wait([start], what="rig start", patience=30.0)
             await world.stop()
             return 130
         stopper.cancel()

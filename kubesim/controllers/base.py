@@ -14,6 +14,8 @@ import logging
 from collections.abc import Hashable, Iterable
 from typing import Any
 
+from kubecommon.tasks import cancel_and_wait
+
 from ..api import Api, RequestOptions, WriteResult, now_rfc3339
 from ..errors import ApiError
 from ..patch import clone
@@ -210,11 +212,7 @@ class Controller:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(self._tasks, what=f"controller {type(self).__name__}")
         self._tasks = []
 
     def pause(self) -> None:

@@ -84,7 +84,8 @@ class Watches(ServerBase):
                 break
             wait = min(remaining, self.bookmark_interval) if bookmarks else remaining
             try:
-                event = await asyncio.wait_for(stream.next(), wait)
+                async with asyncio.timeout(wait):
+                    event = await stream.next()
             except TimeoutError:
                 if bookmarks and loop.time() < deadline:
                     if not inside:

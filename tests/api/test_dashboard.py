@@ -160,7 +160,8 @@ class DevTools:
         if session:
             msg["sessionId"] = session
         await self.ws.send_str(json.dumps(msg))
-        reply = await asyncio.wait_for(future, 30)
+        async with asyncio.timeout(30):
+            reply = await future
         assert "error" not in reply, (method, reply["error"])
         return reply["result"]
 

@@ -155,7 +155,8 @@ async def test_a_job_runs_to_complete_on_the_nominated_worker_and_explain_says_w
         native.db_url,
         stdout=asyncio.subprocess.PIPE,
     )
-    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    async with asyncio.timeout(60):
+        out, _ = await proc.communicate()
     assert proc.returncode == 0
     explained = out.decode()
     print(explained)

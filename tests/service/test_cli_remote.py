@@ -103,12 +103,14 @@ async def test_workloads_watch_refreshes_until_interrupted(rig: Rig, tmp_path: P
         seen = ""
         while headers < 3:
             # Generous: the first line waits for a Python process to start, which a loaded machine slows down.
-            line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+            async with asyncio.timeout(60):
+                line = (await proc.stdout.readline()).decode()
             assert line, "the watch ended by itself"
             seen += line
             headers += line.startswith("WORKLOAD")
         proc.send_signal(signal.SIGINT)
-        _, err = await asyncio.wait_for(proc.communicate(), 20)
+        async with asyncio.timeout(20):
+            _, err = await proc.communicate()
         assert proc.returncode == 0 and "Traceback" not in err.decode()
         assert "team-a/watched" in seen
     finally:

@@ -47,7 +47,8 @@ async def test_run_reports_every_broken_kubeconfig_of_a_rig_at_once(
             "--db-url", f"sqlite+aiosqlite:///{tmp_path / 'd.sqlite'}",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
-        _out, err = await asyncio.wait_for(proc.communicate(), 60)
+        async with asyncio.timeout(60):
+            _out, err = await proc.communicate()
     finally:
         if world is not None:
             await world.stop()

@@ -131,7 +131,8 @@ async def test_dispatcher_run_with_a_refused_manager_token_exits_with_one_line(
             "--db-url", f"sqlite+aiosqlite:///{tmp_path / 'd.sqlite'}", "--api-listen", "127.0.0.1:0",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
-        _out, err = await asyncio.wait_for(proc.communicate(), 60)
+        async with asyncio.timeout(60):
+            _out, err = await proc.communicate()
     finally:
         if world is not None:
             await world.stop()

@@ -289,7 +289,8 @@ async def test_the_agent_judges_the_lease_by_its_own_clock(tmp_path: Path, offse
         ref = KubeconfigRef(path=str(tmp_path / "worker-1.agent.kubeconfig"))
         agents = await AgentGroup.start({"worker-1": ref}, clocks={"worker-1": SkewedClock(offset, rate)})
         agent = agents.agents["worker-1"]
-        await asyncio.wait_for(agent.ready.wait(), 10)
+        async with asyncio.timeout(10):
+            await agent.ready.wait()
         await asyncio.sleep(3 * policy.lease_duration)  # renewed all along: never expired
         assert not agent.leases["manager"].expired, agent.status()
         leases.hold("worker-1")  # the dispatcher stops renewing (as for a Lost worker)

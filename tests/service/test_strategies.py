@@ -60,7 +60,8 @@ async def test_all_at_once_both_admit_exactly_one_copy_survives_and_runs(tmp_pat
         inf.start()
     try:
         for inf in informers:
-            await asyncio.wait_for(inf.synced.wait(), 10)
+            async with asyncio.timeout(10):
+                await inf.synced.wait()
         await rig.submit(job("race", seconds=2))
         row = await rig.wait_state("team-a", "race", WorkloadState.RUNNING, WorkloadState.SUCCEEDED, timeout=30)
         assert row.cluster in ("worker-1", "worker-2")

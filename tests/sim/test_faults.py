@@ -63,7 +63,8 @@ async def test_partition_accepts_but_never_answers(sim_cluster: SimCluster, core
     done, _ = await asyncio.wait({pending}, timeout=0.3)
     assert not done  # still unanswered
     await sim_cluster.set_fault("none")
-    created = await asyncio.wait_for(pending, 10)
+    async with asyncio.timeout(10):
+        created = await pending
     assert created.metadata.name == "late"
     listed = await core.list_namespaced_config_map(NS, _request_timeout=5)
     assert "late" in [i.metadata.name for i in listed.items]
@@ -139,7 +140,8 @@ async def test_restart_ends_watches_and_keeps_state(sim_cluster: SimCluster, cor
     await wait_for(lambda: ("ADDED", "seen-before-restart") in events, "the watch to be live")
     last_rv = (await core.read_namespaced_config_map("seen-before-restart", NS)).metadata.resource_version
     await sim_cluster.set_fault("restart", downtime=0.2)
-    await asyncio.wait_for(task, 10)
+    async with asyncio.timeout(10):
+        await task
     await w.close()
     assert len(ended) == 1  # the watch ended (cleanly or with a connection error) instead of hanging
     assert sim_cluster.server.running

@@ -65,7 +65,8 @@ class Kubectl:
             env={**os.environ, "HOME": str(self.workdir), "KUBECONFIG": ""},
         )
         try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin.encode() if stdin is not None else None), timeout)
+            async with asyncio.timeout(timeout):
+                out, err = await proc.communicate(stdin.encode() if stdin is not None else None)
         except TimeoutError:
             proc.kill()
             await proc.wait()

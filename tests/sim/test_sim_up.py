@@ -43,7 +43,8 @@ class SimUp:
         """SIGTERM, then the exit code and everything printed."""
         if self.proc.returncode is None:
             self.proc.send_signal(signal.SIGTERM)
-        out, err = await asyncio.wait_for(self.proc.communicate(), timeout)
+        async with asyncio.timeout(timeout):
+            out, err = await self.proc.communicate()
         assert self.proc.returncode is not None
         return self.proc.returncode, out.decode(), err.decode()
 
@@ -84,7 +85,8 @@ async def sim_up(directory: Path, *args: str, timeout: float = 90.0) -> AsyncIte
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(proc.communicate(), 20)
+                async with asyncio.timeout(20):
+                    await proc.communicate()
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
@@ -103,7 +105,8 @@ async def kubectl(kubeconfig: Path, cache: Path, *args: str, timeout: float = 60
         stderr=asyncio.subprocess.PIPE,
     )
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        async with asyncio.timeout(timeout):
+            out, err = await proc.communicate()
     except TimeoutError:
         proc.kill()
         await proc.wait()
@@ -256,7 +259,8 @@ async def test_bad_topology_fails_with_a_clear_message(tmp_path: Path, case: str
     topology.write_text(yaml.safe_dump(content))
     directory = tmp_path / "sim"
     proc = await _start(directory, "--workers", "1", "--gpu-workers", "0", "--topology", str(topology))
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    async with asyncio.timeout(60):
+        out, err = await proc.communicate()
     text = err.decode()
     assert proc.returncode == 2, f"{case}: exit {proc.returncode}\n{out.decode()}{text}"
     assert "Traceback" not in text
@@ -324,7 +328,8 @@ async def test_a_shard_that_cannot_start_fails_the_world_loudly(tmp_path: Path) 
     directory = tmp_path / "sim"
     args = ("--workers", "2", "--gpu-workers", "0", "--processes", "2", "--no-fencing-agents")
     proc = await _start(directory, *args, "--topology", str(topology))
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    async with asyncio.timeout(120):
+        out, err = await proc.communicate()
     text = err.decode()
     assert proc.returncode == 1, f"exit {proc.returncode}\n{out.decode()}{text}"
     assert "Traceback" not in text and "never retrieved" not in text, text

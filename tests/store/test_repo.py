@@ -168,7 +168,8 @@ async def test_a_takeover_ends_a_frozen_replica_mid_statement_and_spares_other_s
         state = await bystander.fetchval("SELECT state FROM pg_stat_activity WHERE pid = $1", frozen.get_server_pid())
         assert state == "active"
 
-        assert await asyncio.wait_for(repo.take_term("new"), 10) == term + 1
+        async with asyncio.timeout(10):
+            assert await repo.take_term("new") == term + 1
         with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError, OSError)):
             await frozen.fetchval("SELECT 1")
         assert await bystander.fetchval("SELECT count(*) FROM clusters WHERE name = 'other'") == 1

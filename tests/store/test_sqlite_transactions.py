@@ -55,7 +55,8 @@ async def test_a_read_only_engine_reads_beside_a_writer(tmp_path: Path) -> None:
             async with reader.connect() as rconn:
                 # A reader taking the write lock would wait out the busy timeout (30 s) here.
                 read = rconn.execute(text("SELECT count(*) FROM t"))
-                assert (await asyncio.wait_for(read, 5)).scalar_one() == 1
+                async with asyncio.timeout(5):
+                    assert (await read).scalar_one() == 1
     finally:
         await reader.dispose()
         await writer.dispose()
