@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..adapters import default_adapters
 from ..config import DispatcherConfig
 from ..events import EventRecorder
 from ..health import HealthState
@@ -39,6 +40,7 @@ from ..placement.worker import WorkerCapacity
 from ..store.models import WorkloadState
 from ..store.native import NATIVE_MODE, NATIVE_STRATEGY, NativeRecords, NativeRow
 from ..store.repo import NewWorkload
+from .owners import OwnerReader
 from .rules import ADMISSION_FIELD_MANAGER, InvalidRequest, ManagerWorkload, Phase, nomination_apply
 
 __all__ = ["WORKLOADS", "Nominator"]
@@ -74,6 +76,8 @@ class Nominator:
         self.workers = workers
         self.health = health
         self.events = events
+        #: The jobs' own annotations (the cluster selector), read once per new Workload.
+        self.owners = OwnerReader(manager, events, [a.resource for a in default_adapters()])
         #: MultiKueue's AdmissionChecks on the manager (by name), kept by an informer.
         self.checks: frozenset[str] = frozenset()
         #: Manager Workloads by uid, as last seen; the rows of those this dispatcher records.
@@ -223,7 +227,10 @@ class Nominator:
         if not found:
             return
         batch = []
-        for mw in found:
+        for mw, owner in zip(found, await self.owners.read_all(found), strict=True):
+            if owner is None:
+                self._dirty.add(mw.uid)  # its job cannot be read now: taken on a later tick
+                continue
             try:
                 pod_sets = [p.to_json() for p in mw.pod_sets()]
                 problem = None
@@ -242,9 +249,9 @@ class Nominator:
                     pod_sets=pod_sets,
                     status_mode=NATIVE_MODE,
                     no_failover=False,
-                    cluster_selector=None,
+                    cluster_selector=owner.selector,
                     created_at=mw.created,
-                    problem=problem,
+                    problem=problem or owner.problem,
                 )
             )
         for row in await self.records.take(batch):
@@ -312,6 +319,9 @@ class Nominator:
         """Decide, record and return the write of the nominations (None: nothing to write now)."""
         if self.refusal:
             return None
+        if row.problem is not None:
+            await self._refuse(mw, row, row.problem)
+            return None
         nominated = set(mw.nominated)
         ours = set(row.nominations)
         if ours and not ours <= nominated:
@@ -369,6 +379,17 @@ class Nominator:
             self.engine.reserve(decision, {w.name: w for w in self.workers()})
         return self._write(mw, row, [*mw.nominated, *names])
 
+    async def _refuse(self, mw: ManagerWorkload, row: NativeRow, problem: str) -> None:
+        """A Workload that is never nominated (its job's annotation is junk): said once, in SQL and as a Warning
+        Event; the job's owner fixes the annotation and submits it again."""
+        if self._said.get(row.uid) == problem:
+            return
+        summary = f"not nominated: {problem}"
+        decision: Obj = {"strategy": NATIVE_STRATEGY, "summary": summary, "workers": []}
+        await self.records.repo.set_decision([(row.id, row.generation, decision, summary)])
+        self._said[row.uid] = problem
+        self.events.emit(dict(mw.obj), "Warning", "InvalidAnnotation", f"kueue-dispatcher: {summary}")
+
     async def _adopt(self, mw: ManagerWorkload, row: NativeRow) -> None:
         names = list(mw.nominated)
         summary = f"adopted the nominations already on the Workload ({', '.join(names)})"
@@ -385,10 +406,10 @@ class Nominator:
     def _decide(self, mw: ManagerWorkload, row: NativeRow, exclude: set[str]) -> Decision:
         excluded = set(row.excluded) | exclude
         workers = self.workers()
-        decision = self.engine.decide(mw.pending(row.id, row.generation, excluded), workers)
+        decision = self.engine.decide(mw.pending(row.id, row.generation, excluded, row.selector), workers)
         if decision.chosen is None and excluded - exclude and not exclude:
             # Every worker tried before, or none but the ones excluded: try them again (as standalone mode does).
-            decision = self.engine.decide(mw.pending(row.id, row.generation, ()), workers)
+            decision = self.engine.decide(mw.pending(row.id, row.generation, (), row.selector), workers)
         decision.strategy = NATIVE_STRATEGY
         return decision
 

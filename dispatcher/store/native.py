@@ -55,6 +55,9 @@ class NativeRow:
     #: The manager's quota reservation the nominations were made for (its QuotaReserved condition's time): another
     #: one means Kueue evicted and re-admitted the Workload since.
     cycle: str = ""
+    #: The job's cluster selector annotation (workers it may run on), or why it cannot be used (never nominated).
+    selector: dict[str, str] | None = None
+    problem: str | None = None
 
     @classmethod
     def of(cls, row: Workload) -> NativeRow:
@@ -72,6 +75,8 @@ class NativeRow:
             excluded=list(row.excluded or []),
             nominations=open_,
             cycle=str((row.last_decision or {}).get("cycle", "")) if row.state == WorkloadState.PLACED else "",
+            selector=dict(row.cluster_selector) if row.cluster_selector else None,
+            problem=row.problem,
         )
 
 
@@ -94,7 +99,19 @@ class NativeRecords:
     async def take(self, batch: Sequence[NewWorkload]) -> list[NativeRow]:
         """Rows for manager Workloads seen for the first time (uids already known are skipped)."""
         rows = await self.repo.add_workloads(batch)
-        return [NativeRow(r.id, r.uid, r.namespace, r.name, r.generation, r.state) for r in rows]
+        return [
+            NativeRow(
+                r.id,
+                r.uid,
+                r.namespace,
+                r.name,
+                r.generation,
+                r.state,
+                selector=dict(r.cluster_selector) if r.cluster_selector else None,
+                problem=r.problem,
+            )
+            for r in rows
+        ]
 
     async def nominate(
         self, row: NativeRow, clusters: Sequence[str], decision: dict[str, Any], summary: str, scores: dict[str, float]

@@ -131,6 +131,13 @@ NEEDS: tuple[Need, ...] = (
     # status.nominatedClusterNames, by server-side apply as Kueue's kueue-admission field manager.
     Need(NATIVE, K, "workloads/status", ("patch",),
          "dispatcher/native/nominator.py: nomination_apply(mw.obj, names),", audit=NATIVE_AUDIT),
+    # A new Workload's job, for its cluster-selector annotation (Kueue does not copy it onto the Workload): a list by
+    # metadata.name, which deploy/ grants on every job kind (the audit run reaches these through the intake).
+    *(
+        Need(MANAGER, g, plural, ("list",),
+             'dispatcher/native/owners.py: field_selector=f"metadata.name={name}")')
+        for g, plural in (("batch", "jobs"), *CRD_KINDS)
+    ),
     # The manager's Kueue Configuration (its multiKueue.dispatcherName), one ConfigMap by a metadata.name selector.
     Need(NATIVE, "", "configmaps", ("list", "watch"),
          'dispatcher/native/run.py: field_selector=f"metadata.name={config_name}",', namespace=KUEUE_NS,

@@ -12,6 +12,7 @@ from nativebuild import T1, workload
 
 from dispatcher.config import DispatcherConfig, KubeconfigRef, NativeConfig, Policy
 from dispatcher.explain import render_workload
+from dispatcher.kube.client import KubeError
 from dispatcher.native.nominator import Nominator
 from dispatcher.placement.engine import PlacementEngine
 from dispatcher.placement.worker import WorkerCapacity
@@ -29,6 +30,22 @@ class Manager:
 
     def __init__(self) -> None:
         self.patches: list[tuple[str, Obj, dict[str, Any]]] = []
+        #: The jobs on the manager, by (plural, namespace, name); a refusal answers every list.
+        self.jobs: dict[tuple[str, str, str], Obj] = {}
+        self.refusal: KubeError | None = None
+        self.lists = 0
+
+    async def list(self, res: Any, namespace: str, *, field_selector: str, **kw: Any) -> Obj:
+        self.lists += 1
+        if self.refusal is not None:
+            raise self.refusal
+        name = field_selector.removeprefix("metadata.name=")
+        job = self.jobs.get((res.plural, namespace, name))
+        return {"items": [job] if job else []}
+
+    def add_job(self, name: str, uid: str, annotations: dict[str, str]) -> None:
+        meta = {"name": name, "namespace": "team-a", "uid": uid, "annotations": annotations}
+        self.jobs[("jobs", "team-a", name)] = {"metadata": meta}
 
     async def patch(self, res: Any, namespace: str, name: str, body: Obj, **kw: Any) -> Obj:
         self.patches.append((name, body, kw))
@@ -46,8 +63,8 @@ class Events:
         self.emitted.append((reason, message))
 
 
-def _worker(name: str, cpu: str, weight: float = 1.0) -> WorkerCapacity:
-    w = WorkerCapacity(name, weight=weight)
+def _worker(name: str, cpu: str, weight: float = 1.0, zone: str = "") -> WorkerCapacity:
+    w = WorkerCapacity(name, weight=weight, labels={"zone": zone} if zone else None)
     w.set_flavor({"metadata": {"name": "default-flavor"}, "spec": {}})
     w.set_cluster_queue(
         {
@@ -88,7 +105,7 @@ async def setup(db_url: str) -> AsyncIterator[Setup]:
     await upgrade(engine)
     repo = Repo(engine)
     # worker-1 has more quota: more headroom after the placement, the better score.
-    workers = {"worker-1": _worker("worker-1", "12"), "worker-2": _worker("worker-2", "8")}
+    workers = {"worker-1": _worker("worker-1", "12", zone="a"), "worker-2": _worker("worker-2", "8", zone="b")}
     health = {"worker-1": "Ready", "worker-2": "Ready"}
     config = DispatcherConfig(
         manager=KubeconfigRef(path="/dev/null"),
@@ -263,3 +280,68 @@ async def test_an_eviction_that_releases_the_quota_keeps_the_nomination_made_mea
     row = await repo.get_workload("team-a", "train")
     assert row is not None and row.state == WorkloadState.PLACED and row.generation == 3
     assert "adopted" in (row.reason or "")
+
+
+SELECTOR = "kueue-dispatcher.io/cluster-selector"
+
+
+async def test_the_jobs_cluster_selector_is_honoured_and_survives_a_restart(setup: Setup, db_url: str) -> None:
+    """Kueue does not copy a job's annotations onto its Workload: the selector is read from the owner job."""
+    nom, manager, _, workers, repo, _ = setup
+    manager.add_job("train", "job-uid-1", {SELECTOR: "zone=b"})
+    await _see(nom, workload())
+    # worker-1 scores higher (more quota), but the job may only run in zone b.
+    assert manager.last_nominations() == ["worker-2"]
+    row = await repo.get_workload("team-a", "train")
+    assert row is not None and row.cluster_selector == {"zone": "b"}
+    assert "excluded by the workload's cluster selector zone=b" in render_workload(row)
+    # A new process: the selector comes back from SQL (the job is not read again), and a re-nomination keeps it.
+    again = Nominator(
+        nom.config, manager, NativeRecords(repo), PlacementEngine(nom.policy),  # type: ignore[arg-type]
+        lambda: list(workers.values()), lambda name: "Ready", nom.events,
+    )  # fmt: skip
+    again.on_checks(frozenset({"multikueue"}))
+    await again.recover()
+    reads = manager.lists
+    await _see(again, workload(check="Ready", cluster="worker-2", rv="101"))
+    await _see(again, workload(evicted=True, rv="102"))
+    assert manager.lists == reads
+    assert manager.last_nominations() == ["worker-2"]  # not worker-1, though worker-2 evicted nothing here
+
+
+async def test_a_job_of_another_uid_under_the_same_name_is_not_its_owner(setup: Setup) -> None:
+    nom, manager, _, _, _, _ = setup
+    manager.add_job("train", "another-uid", {SELECTOR: "zone=b"})
+    await _see(nom, workload())
+    assert manager.last_nominations() == ["worker-1"]
+
+
+async def test_a_junk_selector_is_never_nominated_and_said_once(setup: Setup) -> None:
+    nom, manager, events, _, repo, _ = setup
+    manager.add_job("train", "job-uid-1", {SELECTOR: "zone"})
+    await _see(nom, workload())
+    await _see(nom, workload(rv="101"))
+    assert manager.patches == []
+    row = await repo.get_workload("team-a", "train")
+    assert row is not None and row.state == WorkloadState.PENDING
+    assert row.last_decision is not None
+    assert "expected key=value pairs" in row.last_decision["summary"]
+    warnings = [m for reason, m in events.emitted if reason == "InvalidAnnotation"]
+    assert len(warnings) == 1 and SELECTOR in warnings[0]
+
+
+async def test_a_job_that_cannot_be_read_is_not_nominated_until_it_can(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    nom, manager, events, _, repo, _ = setup
+    manager.add_job("train", "job-uid-1", {SELECTOR: "zone=b"})
+    manager.refusal = KubeError(403, "Forbidden", 'jobs.batch is forbidden: User "d" cannot list resource "jobs"')
+    await _see(nom, workload())
+    await _see(nom, workload(rv="101"))
+    assert manager.patches == [] and await repo.get_workload("team-a", "train") is None
+    assert "wl-uid-1" in nom._dirty  # tried again on the next tick
+    assert "the manager refuses to list jobs" in caplog.text
+    assert [r for r, _ in events.emitted].count("OwnerUnreadable") == 1
+    manager.refusal = None
+    await _see(nom, workload(rv="102"))
+    assert manager.last_nominations() == ["worker-2"]
