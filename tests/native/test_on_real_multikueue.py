@@ -164,6 +164,29 @@ async def test_a_job_runs_to_complete_on_the_nominated_worker_and_explain_says_w
     assert "Decision (kueue-external" in explained and "State: Succeeded" in explained
 
 
+@pytest.mark.timeout(300)
+async def test_the_jobs_cluster_selector_decides_where_it_is_nominated(native: Native) -> None:
+    """Kueue does not copy the job's annotations onto its Workload: the dispatcher reads them from the job. The
+    rig's workers are in zone-1 and zone-2; each job runs in the zone it names, whichever worker scores best."""
+    for zone in ("zone-1", "zone-2"):
+        job = _job(f"native-{zone}", seconds=1)
+        job["metadata"]["annotations"] = {"kueue-dispatcher.io/cluster-selector": f"zone={zone}"}
+        await native.manager.create(JOBS, "team-a", job)
+    for worker, zone in (("worker-1", "zone-1"), ("worker-2", "zone-2")):
+        row = await eventually(
+            lambda z=zone: _in_state(native, f"native-{z}", WorkloadState.SUCCEEDED),
+            timeout=120,
+            what=f"native-{zone} Succeeded in SQL",
+        )
+        assert row.cluster_selector == {"zone": zone}
+        assert [p.cluster for p in row.placements] == [worker]
+        wl = await native.manager_workload(f"native-{zone}")
+        assert wl is not None and wl["status"].get("clusterName") == worker
+        other = "worker-2" if worker == "worker-1" else "worker-1"
+        verdicts = {v["cluster"]: v for v in row.last_decision["workers"]}
+        assert "excluded by the workload's cluster selector" in verdicts[other]["reason"]
+
+
 async def _in_state(native: Native, name: str, *states: str) -> Workload | None:
     row = await native.row(name)
     return row if row is not None and row.state in states else None
