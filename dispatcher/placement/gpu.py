@@ -404,9 +404,14 @@ def _format_quantity(value: Fraction) -> str | None:
 
 
 class _FitKey:
-    """See :meth:`HamiFitter.key`."""
+    """See :meth:`HamiFitter.key`. Holds the pod sets as prepared for the first workload it was made for: every
+    workload given the same key has pod sets equal in all the fit reads (names, counts, node selectors, the pods
+    as HAMi sees them), so a fit under the key need not prepare the current workload's pods again."""
 
-    __slots__ = ()
+    __slots__ = ("prepared",)
+
+    def __init__(self, prepared: list[tuple[PodSetSpec, PreparedPod]]) -> None:
+        self.prepared = prepared
 
 
 class HamiFitter:
@@ -464,15 +469,17 @@ class HamiFitter:
         selectors, the mode): fits are cached per worker under it, and computing it once per workload shape saves
         preparing and hashing the pods on every fit. Tokens hash by identity, so no two fitters' tokens collide
         in a worker's cache."""
+        pods = [self.prepare(ps) for ps in pod_sets]
         prepared = tuple(
-            (ps.name, ps.count, self.prepare(ps), tuple(sorted(ps.node_selector.items()))) for ps in pod_sets
+            (ps.name, ps.count, pod, tuple(sorted(ps.node_selector.items())))
+            for ps, pod in zip(pod_sets, pods, strict=True)
         )
         full = (self.cfg, mode, prepared)
         key = self._keys.get(full)
         if key is None:
             if len(self._keys) >= _PREPARED_CACHE_LIMIT:
                 self._keys.clear()
-            key = self._keys[full] = _FitKey()
+            key = self._keys[full] = _FitKey(list(zip(pod_sets, pods, strict=True)))
         return key
 
     def fit(
@@ -494,7 +501,10 @@ class HamiFitter:
         cached = gpus.cached_fit(key)
         if cached is not None:
             return cached
-        prepared = [(ps, self.prepare(ps)) for ps in pod_sets]
+        if isinstance(key, _FitKey):
+            prepared = key.prepared
+        else:
+            prepared = [(ps, self.prepare(ps)) for ps in pod_sets]
         verdict = self._fit(gpus, prepared, mode)
         if not verdict.ok and not self._fit(gpus, prepared, mode, gpus.empty_inventory()).ok:
             # Not even on these GPUs with nothing running (more GPUs per pod than a node has, more memory than
