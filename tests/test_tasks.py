@@ -33,6 +33,15 @@ async def _cancel_as_it_completes(use_timeout: bool) -> object:
         return "cancelled"
 
 
+async def _stubborn(release: asyncio.Event) -> None:
+    """Ignores every cancellation until ``release`` is set."""
+    while not release.is_set():
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            continue
+
+
 async def test_asyncio_timeout_keeps_a_cancellation_that_wait_for_swallows() -> None:
     assert await _cancel_as_it_completes(use_timeout=True) == "cancelled"
     if sys.version_info < (3, 12):
@@ -62,14 +71,7 @@ async def test_a_task_that_swallows_cancellations_is_cancelled_again_until_it_st
 async def test_a_task_that_never_stops_is_left_after_the_patience_and_named(caplog: pytest.LogCaptureFixture) -> None:
     release = asyncio.Event()
 
-    async def stubborn() -> None:
-        while not release.is_set():
-            try:
-                await asyncio.sleep(3600)
-            except asyncio.CancelledError:
-                continue
-
-    task = asyncio.create_task(stubborn(), name="stubborn-one")
+    task = asyncio.create_task(_stubborn(release), name="stubborn-one")
     await asyncio.sleep(0)
     with caplog.at_level(logging.WARNING, logger="kubecommon.tasks"):
         assert await cancel_and_wait([task, None], what="unit", patience=0.5) == 1
@@ -94,14 +96,7 @@ async def test_a_failed_task_is_logged_not_raised(caplog: pytest.LogCaptureFixtu
 async def test_cancelling_the_caller_still_cancels_it() -> None:
     release = asyncio.Event()
 
-    async def stubborn() -> None:
-        while not release.is_set():
-            try:
-                await asyncio.sleep(3600)
-            except asyncio.CancelledError:
-                continue
-
-    inner = asyncio.create_task(stubborn())
+    inner = asyncio.create_task(_stubborn(release))
     await asyncio.sleep(0)
     outer = asyncio.create_task(cancel_and_wait([inner], patience=60.0))
     await asyncio.sleep(0.05)
