@@ -85,7 +85,15 @@ async def test_kubectl_job_runs_on_exactly_one_worker_and_completion_shows_on_ma
     assert plain["metadata"]["annotations"][L.CLUSTER] == row.cluster
     assert plain["spec"]["suspend"] is True  # a suspended manager Job is reported on, never run locally
 
-    managed_obj = await eventually(lambda: manager_done("hello-managed"), what="status on the managed manager Job")
+    async def manager_complete(name: str) -> Obj | None:
+        # The state annotation and the status are two writes (annotations first): wait for the status itself.
+        obj = await manager_done(name)
+        conds = {c["type"]: c["status"] for c in ((obj or {}).get("status") or {}).get("conditions") or []}
+        return obj if conds.get("Complete") == "True" else None
+
+    managed_obj = await eventually(
+        lambda: manager_complete("hello-managed"), what="Complete in the managed manager Job's status"
+    )
     conditions = {c["type"]: c["status"] for c in managed_obj["status"].get("conditions") or []}
     assert conditions.get("Complete") == "True" and conditions.get("SuccessCriteriaMet") == "True"
     assert managed_obj["status"].get("succeeded") == 1
