@@ -103,7 +103,6 @@ def score_verdict(v: Verdict, weight: float, top_weight: float, policy: Policy) 
     if v.reduced:
         score *= v.admitted_share / 4.0
     v.score = score
-    v._json = None  # terms["clusterWeight"] and the score may have changed
     return score
 
 

@@ -80,14 +80,8 @@ class Verdict:
     fair_share: dict[str, Any] | None = None
     #: The Preempted reasons of the workloads Kueue would evict, counted (``InCohortFairSharing: 2``).
     preemption_reasons: str = ""
-    #: :meth:`to_json`'s answer, kept: a verdict the engine caches is recorded in every decision of its shape until
-    #: it changes, and the only change after it is built is its scoring (``scoring.score_verdict`` drops this).
-    _json: Obj | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> Obj:
-        """The verdict as decisions record it (the same dict each time until it is scored again: read it only)."""
-        if self._json is not None:
-            return self._json
         out: Obj = {"cluster": self.cluster, "feasible": self.feasible}
         if self.feasible:
             out["score"] = round(self.score, 4)
@@ -106,7 +100,6 @@ class Verdict:
                 out["fairShare"] = self.fair_share
         if self.reason:
             out["reason"] = self.reason
-        self._json = out
         return out
 
 
