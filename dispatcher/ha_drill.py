@@ -237,7 +237,7 @@ class CopySampler:
 
     async def stop(self) -> None:
         if self._task is not None:
-            await cancel_and_wait([self._task], what="ha_drill")
+            await cancel_and_wait([self._task], what="HA drill sampler")
 
     async def completed(self) -> dict[str, list[str]]:
         """Workload uid -> the workers where a copy of it completed."""

@@ -203,7 +203,7 @@ class Sampler:
 
     async def stop(self) -> None:
         if self._task is not None:
-            await cancel_and_wait([self._task], what="observe")
+            await cancel_and_wait([self._task], what="drill sampler")
             self._task = None
 
 

@@ -380,15 +380,15 @@ class Nominator:
         return self._write(mw, row, [*mw.nominated, *names])
 
     async def _refuse(self, mw: ManagerWorkload, row: NativeRow, problem: str) -> None:
-        """A Workload that is never nominated (its job's annotation is junk): said once, in SQL and as a Warning
-        Event; the job's owner fixes the annotation and submits it again."""
+        """A Workload that is never nominated (its job's cluster-selector annotation or its pod sets are invalid):
+        said once, in SQL and as a Warning Event; the job's owner fixes the job and submits it again."""
         if self._said.get(row.uid) == problem:
             return
         summary = f"not nominated: {problem}"
         decision: Obj = {"strategy": NATIVE_STRATEGY, "summary": summary, "workers": []}
         await self.records.repo.set_decision([(row.id, row.generation, decision, summary)])
         self._said[row.uid] = problem
-        self.events.emit(dict(mw.obj), "Warning", "InvalidAnnotation", f"kueue-dispatcher: {summary}")
+        self.events.emit(dict(mw.obj), "Warning", "NotNominated", f"kueue-dispatcher: {summary}")
 
     async def _adopt(self, mw: ManagerWorkload, row: NativeRow) -> None:
         names = list(mw.nominated)

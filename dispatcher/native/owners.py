@@ -7,15 +7,18 @@ the verb deploy/rbac.yaml already grants on every job kind; the job's uid must b
 deleted and created again under the same name is another job).
 
 A job that cannot be read now (the manager refuses, or does not answer) is not taken: its selector may exclude
-workers, so nominating without it could run the job where its owner said it must not. It is tried again every
-tick; a refusal is logged at ERROR and said once on the Workload as a Warning Event.
+workers, so nominating without it could run the job where its owner said it must not. After a failed read the
+kind is not read again for a while (1 s, doubling to 60 s; a refusal or an unreachable manager holds every job of
+the kind, so a thousand waiting Workloads cost one read per back-off, not a thousand per tick). A refusal is
+logged at ERROR, another failure at WARNING, once per episode; each Workload held gets one Warning Event.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,6 +33,8 @@ log = logging.getLogger("dispatcher.native")
 Obj = dict[str, Any]
 #: Concurrent reads of owners (a burst of new Workloads).
 READERS = 16
+#: The longest wait before a kind whose reads failed is read again.
+MAX_BACKOFF = 60.0
 
 
 class _Events(Protocol):
@@ -47,12 +52,20 @@ class OwnerAnnotations:
 class OwnerReader:
     """Reads the owners of new Workloads (``None`` per Workload whose owner cannot be read now)."""
 
-    def __init__(self, manager: ClusterClient, events: _Events, resources: Iterable[Resource]) -> None:
+    def __init__(
+        self,
+        manager: ClusterClient,
+        events: _Events,
+        resources: Iterable[Resource],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.manager = manager
         self.events = events
+        self.clock = clock
         self._kinds = {(r.api_version, r.kind): r for r in resources}
         self._warned: set[str] = set()
-        self._refused: str | None = None
+        #: plural -> (not read again before, the back-off, why the last read failed)
+        self._failing: dict[str, tuple[float, float, str]] = {}
         self._gate = asyncio.Semaphore(READERS)
 
     async def read_all(self, workloads: Iterable[ManagerWorkload]) -> list[OwnerAnnotations | None]:
@@ -64,13 +77,32 @@ class OwnerReader:
         if owner is None or res is None:
             return OwnerAnnotations()  # no job, or a kind the dispatcher does not know: nothing to read
         name = str(owner.get("name", ""))
+        failing = self._failing.get(res.plural)
+        if failing is not None and self.clock() < failing[0]:
+            self._hold(mw, res, name, failing[2])
+            return None
         try:
             async with self._gate:
                 found = await self.manager.list(res, mw.namespace, field_selector=f"metadata.name={name}")
         except KubeError as exc:
-            self._cannot_read(mw, res, name, exc)
+            why = f"{exc.code} {exc.rejection()}" if exc.rejected else exc.message
+            if res.plural not in self._failing:  # the first failure of an episode is logged
+                if exc.rejected:
+                    log.error(
+                        "the manager refuses to list %s (%s): Workloads of such jobs cannot be read for their "
+                        "cluster selector and are not nominated; grant list on %s (deploy/rbac.yaml)",
+                        res.plural,
+                        why,
+                        res.plural,
+                    )
+                else:
+                    log.warning("cannot list %s on the manager (%s); Workloads of such jobs wait", res.plural, why)
+            backoff = min(MAX_BACKOFF, self._failing[res.plural][1] * 2) if res.plural in self._failing else 1.0
+            self._failing[res.plural] = (self.clock() + backoff, backoff, why)
+            self._hold(mw, res, name, why)
             return None
-        self._refused = None
+        if self._failing.pop(res.plural, None) is not None:
+            log.warning("the manager lists %s again: their Workloads are taken", res.plural)
         self._warned.discard(mw.uid)
         job = next(
             (o for o in found.get("items") or [] if (o.get("metadata") or {}).get("uid") == owner.get("uid")), None
@@ -83,27 +115,14 @@ class OwnerReader:
         except ValueError as exc:
             return OwnerAnnotations(problem=f"metadata.annotations[{L.CLUSTER_SELECTOR}]: {exc}")
 
-    def _cannot_read(self, mw: ManagerWorkload, res: Resource, name: str, exc: KubeError) -> None:
-        what = f"{res.kind} {mw.namespace}/{name}"
-        if exc.rejected:
-            why = f"{exc.code} {exc.rejection()}"
-            if self._refused != why:
-                self._refused = why
-                log.error(
-                    "the manager refuses to list %s (%s): a Workload's job cannot be read for its cluster selector, "
-                    "so it is not nominated; grant list on %s (deploy/rbac.yaml)",
-                    res.plural,
-                    why,
-                    res.plural,
-                )
-        else:
-            why = exc.message
-            log.warning("%s: cannot read it for its cluster selector (%s); trying again", what, why)
+    def _hold(self, mw: ManagerWorkload, res: Resource, name: str, why: str) -> None:
+        """Say once on the Workload that it waits for its job to be readable."""
         if mw.uid not in self._warned:
             self._warned.add(mw.uid)
             self.events.emit(
                 dict(mw.obj),
                 "Warning",
                 "OwnerUnreadable",
-                f"kueue-dispatcher cannot read {what} for its cluster selector ({why}); not nominated until it can",
+                f"kueue-dispatcher cannot read {res.kind} {mw.namespace}/{name} for its cluster selector ({why}); "
+                "not nominated until it can",
             )

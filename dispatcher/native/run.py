@@ -151,7 +151,7 @@ class NativeDispatcher:
 
     async def stop(self) -> None:
         if self._task is not None:
-            await cancel_and_wait([self._task], what="run")
+            await cancel_and_wait([self._task], what="native dispatcher")
             self._task = None
         await self.health.stop()
         for inf in self.informers:

@@ -326,7 +326,7 @@ async def test_a_junk_selector_is_never_nominated_and_said_once(setup: Setup) ->
     assert row is not None and row.state == WorkloadState.PENDING
     assert row.last_decision is not None
     assert "expected key=value pairs" in row.last_decision["summary"]
-    warnings = [m for reason, m in events.emitted if reason == "InvalidAnnotation"]
+    warnings = [m for reason, m in events.emitted if reason == "NotNominated"]
     assert len(warnings) == 1 and SELECTOR in warnings[0]
 
 
@@ -336,12 +336,22 @@ async def test_a_job_that_cannot_be_read_is_not_nominated_until_it_can(
     nom, manager, events, _, repo, _ = setup
     manager.add_job("train", "job-uid-1", {SELECTOR: "zone=b"})
     manager.refusal = KubeError(403, "Forbidden", 'jobs.batch is forbidden: User "d" cannot list resource "jobs"')
+    now = [1000.0]
+    nom.owners.clock = lambda: now[0]
     await _see(nom, workload())
     await _see(nom, workload(rv="101"))
     assert manager.patches == [] and await repo.get_workload("team-a", "train") is None
-    assert "wl-uid-1" in nom._dirty  # tried again on the next tick
-    assert "the manager refuses to list jobs" in caplog.text
+    assert "wl-uid-1" in nom._dirty  # tried again on a later tick
+    assert manager.lists == 1  # not read again within the back-off (1 s): one read per back-off, not per tick
+    assert caplog.text.count("the manager refuses to list jobs") == 1
     assert [r for r, _ in events.emitted].count("OwnerUnreadable") == 1
-    manager.refusal = None
+    now[0] += 1.5
     await _see(nom, workload(rv="102"))
+    assert manager.lists == 2  # read again: still refused, the back-off doubles
+    manager.refusal = None
+    now[0] += 1.5
+    await _see(nom, workload(rv="103"))
+    assert manager.lists == 2  # still within the 2 s back-off
+    now[0] += 1.0
+    await _see(nom, workload(rv="104"))
     assert manager.last_nominations() == ["worker-2"]
