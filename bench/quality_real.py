@@ -18,7 +18,14 @@ QuotaReserved of the worker copy that ran; mean and p95 per class), remote Workl
 (first submission to the last copy Finished), preemptions on the workers and the needless ones (the preemptor's
 copy did not end up running), and with ``--failover`` the time from a worker's loss (``stop``: its API server
 stopped) to the admission of a running Job elsewhere, with MultiKueue's ``workerLostTimeout`` equal to the
-dispatcher's ``lostTimeout`` (``--lost-timeout``). No GPU variant here: the real rig has no HAMi scheduler.
+dispatcher's ``lostTimeout`` (``--lost-timeout``).
+
+``--gpu``: every worker is a HAMi GPU worker (``--gpu-workers``) and the classes are the vGPU requests of
+``bench/quality.py --gpu``. The workers' real kube-scheduler places the pods through HAMi's scheduler extender
+(:mod:`dispatcher.rig.hami`: the real extender protocol, with the *simulator's* HAMi rules, since HAMi's Go module is
+not served), real Kueue counts the GPU quota with HAMi's resource transformations (the manager's Kueue too). GPU
+fragmentation shows as pods that real Kueue admitted but the scheduler could not place (``PodScheduled`` False,
+``Unschedulable``): counted per configuration, with the time from the copy's QuotaReserved to its pod's binding.
 """
 
 from __future__ import annotations
@@ -40,7 +47,20 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from quality import CLASSES, CQS, LQS, NAMESPACE, WORKLOADS, Generator, _cluster_queue, _job, p95
+from quality import (
+    CLASSES,
+    CQS,
+    GPU_MEMORY_MIB,
+    GPU_SPLIT,
+    GPUS_PER_NODE,
+    LQS,
+    NAMESPACE,
+    WORKLOADS,
+    Generator,
+    _cluster_queue,
+    _job,
+    p95,
+)
 
 from dispatcher.config import KubeconfigRef, load_config
 from dispatcher.kube.client import ClusterClient, KubeError, Resource, connect
@@ -55,6 +75,7 @@ Obj = dict[str, Any]
 CONFIGS = ("allAtOnce", "incremental", "external", "standalone")
 FLAVOUR = {"allAtOnce": "all-at-once", "incremental": "incremental", "external": "external"}
 JOBS = Resource("batch", "v1", "jobs", "Job")
+PODS = Resource("", "v1", "pods", "Pod")
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 PRIORITIES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", False)
 MUTATING = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", "x", False)
@@ -71,6 +92,15 @@ class Seen:
     reserved: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)  # -> (job, first QuotaReserved)
     finished: dict[tuple[str, str], tuple[str, float]] = field(default_factory=dict)
     preemptions: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (worker, uid, when) -> preemptor uid
+    #: Where the wait goes, per job (first times): a copy seen on any worker; on the manager's Workload, quota
+    #: reserved, nominations written, ``clusterName`` set (MultiKueue configurations only).
+    first_copy: dict[str, float] = field(default_factory=dict)
+    manager_reserved: dict[str, float] = field(default_factory=dict)
+    nominated: dict[str, float] = field(default_factory=dict)
+    assigned: dict[str, float] = field(default_factory=dict)
+    #: Pods on the workers, per (worker, job): first bound to a node; refused by the scheduler at least once.
+    scheduled: dict[tuple[str, str], float] = field(default_factory=dict)
+    unschedulable: set[tuple[str, str]] = field(default_factory=set)
 
 
 def _true(wl: Obj, ctype: str) -> Obj | None:
@@ -88,6 +118,7 @@ def _handler(seen: Seen, worker: str) -> Any:
             return
         key, job, now = (worker, str(meta.get("uid"))), match.group(1), time.monotonic()
         seen.created.add(key)
+        seen.first_copy.setdefault(job, now)
         if _true(wl, "QuotaReserved") and key not in seen.reserved:
             seen.reserved[key] = (job, now)
         if _true(wl, "Finished") and key not in seen.finished:
@@ -98,6 +129,55 @@ def _handler(seen: Seen, worker: str) -> Any:
             seen.preemptions[(*key, str(evicted.get("lastTransitionTime")))] = found.group(1) if found else ""
 
     return on_workload
+
+
+def _manager_handler(seen: Seen) -> Any:
+    def on_workload(kind: str, wl: Obj, _old: Obj | None) -> None:
+        match = WL_NAME.match(str((wl.get("metadata") or {}).get("name", "")))
+        if match is None or kind == "DELETED":
+            return
+        job, now, status = match.group(1), time.monotonic(), wl.get("status") or {}
+        if _true(wl, "QuotaReserved"):
+            seen.manager_reserved.setdefault(job, now)
+        if status.get("nominatedClusterNames"):
+            seen.nominated.setdefault(job, now)
+        if status.get("clusterName"):
+            seen.assigned.setdefault(job, now)
+
+    return on_workload
+
+
+def _pod_handler(seen: Seen, worker: str) -> Any:
+    def on_pod(kind: str, pod: Obj, _old: Obj | None) -> None:
+        job = str(((pod.get("metadata") or {}).get("labels") or {}).get("job-name", ""))
+        if not job or kind == "DELETED":
+            return
+        key = (worker, job)
+        if (pod.get("spec") or {}).get("nodeName"):
+            seen.scheduled.setdefault(key, time.monotonic())
+        for c in (pod.get("status") or {}).get("conditions") or []:
+            if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+                seen.unschedulable.add(key)
+
+    return on_pod
+
+
+def _stages(seen: Seen, submitted: dict[str, float], ran: dict[tuple[str, str], str]) -> Obj:
+    """Mean seconds of each step of the wait, over the jobs that ran (each step where both ends were seen)."""
+    reserved = {job: seen.reserved[key][1] for key, job in ran.items() if key in seen.reserved}
+    steps = {
+        "submit_to_manager_reserved": (submitted, seen.manager_reserved),
+        "manager_reserved_to_nominated": (seen.manager_reserved, seen.nominated),
+        "nominated_to_first_copy": (seen.nominated, seen.first_copy),
+        "submit_to_first_copy": (submitted, seen.first_copy),
+        "first_copy_to_reserved": (seen.first_copy, reserved),
+        "reserved_to_cluster_name": (reserved, seen.assigned),
+    }
+    out: Obj = {}
+    for name, (start, end) in steps.items():
+        spans = [end[j] - start[j] for j in reserved if j in start and j in end]
+        out[name] = round(statistics.fmean(spans), 3) if spans else None
+    return out
 
 
 class Bench:
@@ -115,6 +195,7 @@ class Bench:
     async def start(self) -> None:
         topology = self.dir / "topology.yaml"
         nominal = sum(q.spec.nominal_quota + (q.spec.borrowing_limit or 0) for q in self.gen.queues())
+        gpu = self.args.gpu
         priorities = sorted({k.priority for q in self.gen.queues() for ws in q.spec.workloads_sets for k in ws.classes})
         self.priorities = [
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": f"perf-{p}"},
@@ -126,23 +207,40 @@ class Bench:
             "kind": "ResourceFlavor",
             "metadata": {"name": "default-flavor"},
         }
-        topology.write_text(
-            yaml.safe_dump(
-                {
-                    "namespaces": ["default", NAMESPACE],
-                    "managerObjects": [flavor, *self.priorities],
-                    "cpuWorker": {
-                        "nodes": [{"prefix": "cpu", "count": 1, "cpu": str(int(nominal * max(self.args.factors)) + 8),
-                                   "memory": "2048Gi", "pods": 2000}],
-                        "objects": [flavor, *self.priorities],
-                    },
-                }
-            )
-        )  # fmt: skip
+        topo: Obj = {
+            "namespaces": ["default", NAMESPACE],
+            "managerObjects": [flavor, *self.priorities],
+            "cpuWorker": {
+                "nodes": [{"prefix": "cpu", "count": 1, "cpu": str(int(nominal * max(self.args.factors)) + 8),
+                           "memory": "2048Gi", "pods": 2000}],
+                "objects": [flavor, *self.priorities],
+            },
+        }  # fmt: skip
+        if gpu:  # as bench/quality.py --gpu: GPU nodes for the nominal quota of the largest worker, in GPUs
+            vgpu = {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": "hami-vgpu"},
+                "spec": {"nodeLabels": {"hami.io/vgpu": "true"}},
+            }
+            gpus = sum(q.spec.nominal_quota for q in self.gen.queues()) * max(self.args.factors) / 10
+            topo["managerObjects"] = [flavor, vgpu, *self.priorities]
+            topo["gpuWorker"] = {
+                "nodes": [
+                    {"prefix": "cpu", "count": 1, "cpu": "32", "memory": "128Gi", "pods": 500},
+                    {"prefix": "gpu", "count": max(1, -(-int(gpus) // GPUS_PER_NODE)), "cpu": "64",
+                     "memory": "256Gi", "pods": 2000,
+                     "labels": {"hami.io/vgpu": "true", "nvidia.com/gpu.present": "true"},
+                     "gpus": {"count": GPUS_PER_NODE, "memoryMiB": GPU_MEMORY_MIB, "split": GPU_SPLIT, "cores": 100}},
+                ],
+                "objects": [flavor, vgpu, *self.priorities],
+            }  # fmt: skip
+        topology.write_text(yaml.safe_dump(topo))
         rig_dir = self.dir / "rig"
         self.rig = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "dispatcher", "rig", "up", "--real", "--workers", str(len(self.workers)),
             "--manager-kueue", "external", "--worker-lost-timeout", f"{self.args.lost_timeout:g}",
+            "--gpu-workers", str(len(self.workers) if gpu else 0),
             "--run-seconds", "1", "--topology", str(topology), "--dir", str(rig_dir),
             stdout=asyncio.subprocess.DEVNULL, stderr=(self.dir / "rig-up.log").open("wb"),
             start_new_session=True,
@@ -184,7 +282,7 @@ class Bench:
         for name, client in self.clients.items():
             factor = total if name == "manager" else self.args.factors[self.workers.index(name)]
             for q in self.gen.queues():
-                cq = _cluster_queue(q, factor, False)
+                cq = _cluster_queue(q, factor, self.args.gpu)
                 if name == "manager":
                     cq["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "multikueue"}]}
                 await _create(client, CQS, None, cq)
@@ -247,6 +345,8 @@ class Bench:
     async def _stream(self, config: str) -> Obj:
         seen = Seen()
         informers = [Informer(self.clients[w], WORKLOADS, _handler(seen, w), namespace=NAMESPACE) for w in self.workers]
+        informers.append(Informer(self.clients["manager"], WORKLOADS, _manager_handler(seen), namespace=NAMESPACE))
+        informers += [Informer(self.clients[w], PODS, _pod_handler(seen, w), namespace=NAMESPACE) for w in self.workers]
         for inf in informers:
             inf.start()
         for inf in informers:
@@ -261,7 +361,7 @@ class Bench:
         async def submit(s: Any) -> None:
             await asyncio.sleep(max(0.0, start + s.at_ms * self.args.time_scale / 1000 - time.monotonic()))
             submitted[s.name] = time.monotonic()
-            await _create(manager, JOBS, NAMESPACE, _managed(_job(s, False, self.args.time_scale)), retries=60)
+            await _create(manager, JOBS, NAMESPACE, _managed(_job(s, self.args.gpu, self.args.time_scale)), retries=60)
 
         await asyncio.gather(*(submit(s) for s in stream))
         await _until(
@@ -277,6 +377,12 @@ class Bench:
         everything = [w for ws in waits.values() for w in ws]
         ran_uids = {uid for _, uid in ran}
         needless = sum(1 for who in seen.preemptions.values() if who and who not in ran_uids)
+        ran_keys = {(worker, job) for (worker, _uid), job in ran.items()}
+        binding = [
+            seen.scheduled[(w, j)] - seen.reserved[(w, u)][1]
+            for (w, u), j in ran.items()
+            if (w, u) in seen.reserved and (w, j) in seen.scheduled
+        ]
         return {
             "jobs": len(stream),
             "finished": len(set(ran.values())),
@@ -288,6 +394,10 @@ class Bench:
             "copies_created": len(seen.created),
             "preemptions": len(seen.preemptions),
             "needless_preemptions": needless,
+            "wait_steps_mean_s": _stages(seen, submitted, ran),
+            "reserved_to_pod_bound_mean_s": round(statistics.fmean(binding), 3) if binding else None,
+            "reserved_to_pod_bound_p95_s": round(p95(binding), 3) if binding else None,
+            "unschedulable_after_admission": len(ran_keys & seen.unschedulable),
         }
 
     async def _failover(self, config: str) -> float | None:
@@ -296,7 +406,7 @@ class Bench:
         informers = [Informer(self.clients[w], WORKLOADS, _handler(seen, w), namespace=NAMESPACE) for w in self.workers]
         for inf in informers:
             inf.start()
-        job = copy.deepcopy(_managed(_job(self.gen.stream()[0], False, 1.0)))
+        job = copy.deepcopy(_managed(_job(self.gen.stream()[0], self.args.gpu, 1.0)))
         job["metadata"]["name"] = name = f"failover-{config.lower()}"
         job["spec"]["template"]["metadata"]["annotations"]["sim.dispatcher.io/run-seconds"] = "600"
         try:
@@ -420,6 +530,7 @@ async def run_real(args: argparse.Namespace, gen: Generator) -> Obj:
         "cluster_queues": len(gen.queues()),
         "jobs": gen.workload_count(),
         "lost_timeout_s": args.lost_timeout,
+        "gpu": args.gpu,
         "configs": {},
     }
     try:
@@ -449,5 +560,3 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     bad = [c for c in args.configs if c not in CONFIGS]
     if bad:
         parser.error(f"--configs: {bad[0]!r} is not one of {', '.join(CONFIGS)}")
-    if args.real and args.gpu:
-        parser.error("--real has no GPU variant: the real rig has no HAMi scheduler")

@@ -35,6 +35,7 @@ from .addons import start_agent, start_jobset, start_kueue
 from .apply import Applier, load_manifests
 from .binaries import RigBinaries
 from .deploy import dispatcher_rbac
+from .hami import HamiExtender, scheduler_config
 from .kwok import node_manifests, stages
 from .pki import ClusterPki, write_private
 from .ports import free_port
@@ -90,6 +91,8 @@ class RealCluster:
         #: Called whenever a component (re)starts: the world rewrites rig.json with the pids.
         self.on_change: Callable[[], None] | None = None
         self._client: ClusterClient | None = None
+        #: On GPU workers, HAMi's scheduler extender that kube-scheduler calls (:mod:`.hami`).
+        self.hami: HamiExtender | None = None
 
     # -- files -------------------------------------------------------------------------------------
 
@@ -204,6 +207,7 @@ class RealCluster:
             "jobset-probe",
             "proxy",
             "agent",
+            "hami-extender",
         ):
             self.ports[key] = free_port()
         await self._start_etcd()
@@ -369,18 +373,23 @@ class RealCluster:
             return
         sched = self.component_kubeconfig("kube-scheduler", "system:kube-scheduler")
         sched_tls = self.pki.serving("scheduler-serving", "kube-scheduler", ("127.0.0.1", "localhost"))
+        if self.plan.gpu:
+            self.hami = HamiExtender(self.name, self.client)
+            await self.hami.start(self.ports["hami-extender"])
+        sched_config = self.dir / "kube-scheduler.yaml"
+        doc = scheduler_config(sched, self.hami.extender_config() if self.hami is not None else None)
+        await asyncio.to_thread(sched_config.write_text, yaml.safe_dump(doc, sort_keys=False))
         await self.process(
             "kube-scheduler",
             [
                 str(b.path("kube-scheduler")),
-                f"--kubeconfig={sched}",
+                f"--config={sched_config}",
                 f"--authentication-kubeconfig={sched}",
                 f"--authorization-kubeconfig={sched}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={self.ports['scheduler']}",
                 f"--tls-cert-file={sched_tls.cert_file}",
                 f"--tls-private-key-file={sched_tls.key_file}",
-                "--leader-elect=false",
             ],
         ).start()
         kwok_config = self.dir / "kwok.yaml"
@@ -569,6 +578,9 @@ class RealCluster:
 
     async def stop(self) -> None:
         """Controllers first, then the API server, then etcd; every process is gone when this returns."""
+        if self.hami is not None:
+            await self.hami.stop()
+            self.hami = None
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await self._client.close()

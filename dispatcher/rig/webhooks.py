@@ -73,6 +73,21 @@ def kueue_config(*, webhook_port: int, probe_port: int, cert_dir: Path, extra: O
             "webhookSecretName": KUEUE_SECRET,
         },
         "clientConnection": {"qps": 100, "burst": 200},
+        # As Kueue's released Configuration (config/components/manager/controller_manager_config.yaml of v0.17.0)
+        # sets them: five reconcilers for Jobs, Pods and Workloads (MultiKueue's workload controller among them).
+        # Without it each controller runs controller-runtime's one, and the manager's MultiKueue became the
+        # slowest step of every MultiKueue configuration on the rig (bench/RESULTS.md, 2026-11-28).
+        "controller": {
+            "groupKindConcurrency": {
+                "Job.batch": 5,
+                "Pod": 5,
+                "Workload.kueue.x-k8s.io": 5,
+                "LocalQueue.kueue.x-k8s.io": 1,
+                "Cohort.kueue.x-k8s.io": 1,
+                "ClusterQueue.kueue.x-k8s.io": 1,
+                "ResourceFlavor.kueue.x-k8s.io": 1,
+            }
+        },
         "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
     }
     for key, value in (extra or {}).items():

@@ -134,9 +134,16 @@ class RealWorld:
                 raise r
 
     def _multikueue(self, flavour: str) -> dict[str, Any]:
-        return multikueue_config(
+        """The manager Kueue's MultiKueue section and, with GPU workers, their resource transformations (HAMi's
+        per-GPU memory and cores into per-pod totals): the manager must count a workload's GPU quota as the workers
+        do, or its ClusterQueues gate on numbers the workers never see."""
+        config = multikueue_config(
             flavour, worker_lost_timeout=self.options.worker_lost_timeout, external_name=self.options.dispatcher_name
         )
+        resources = (self.topology.gpu_worker.kueue_config or {}).get("resources")
+        if self.options.gpu_workers and resources:
+            config["resources"] = resources
+        return config
 
     async def set_multikueue(self, flavour: str) -> None:
         """Switch the manager's MultiKueue dispatcher (its Kueue restarts with the new Configuration)."""

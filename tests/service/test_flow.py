@@ -118,9 +118,13 @@ async def test_kubectl_job_runs_on_exactly_one_worker_and_completion_shows_on_ma
     assert placed["type"] == "Normal" and placed["message"].startswith(f"placed on {row.cluster}, score ")
 
 
-async def test_gpu_job_goes_to_hami_worker_and_cpu_job_does_not_wait_behind_it(tmp_path: Path, db_url: str) -> None:
-    # worker-3 (the HAMi worker) is the heaviest, so CPU work prefers it while it has room.
-    r = await start_rig(tmp_path, db_url, weights={"worker-3": 10.0})
+@pytest.mark.real_rig
+async def test_gpu_job_goes_to_hami_worker_and_cpu_job_does_not_wait_behind_it(
+    tmp_path: Path, db_url: str, real_rig: RealRig | None
+) -> None:
+    # worker-3 (the HAMi worker) is the heaviest, so CPU work prefers it while it has room. On the real rig its pods
+    # are placed by the real kube-scheduler through HAMi's extender (dispatcher/rig/hami.py).
+    r = await start_rig(tmp_path, db_url, weights={"worker-3": 10.0}, real=real_rig)
     try:
         gpu = job(
             "train",
