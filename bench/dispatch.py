@@ -18,6 +18,11 @@ dispatcher rate / floor rate of each pair. Target: >= 0.7.
 ``--sim-processes N`` spreads the simulated clusters over N processes (``sim up --processes``); "sim" is then the
 cores they use together, "busiest" the busiest process's share of a core.
 
+``--real``: the same, against ``dispatcher rig up --real`` instead of the simulator (real etcd, kube-apiserver,
+controller manager, scheduler, kwok and Kueue per cluster, built by ``rig/build.sh``): floor and dispatcher in turn
+on the same real clusters. "sim" then stands for every process of the rig (the components and the rig's own
+process, which carries the outside path of each API server).
+
 **Latency** (after the throughput runs, dispatcher only): jobs submitted one by one at a steady rate (a quarter of the
 measured throughput, at most ``--paced-rate``); ``submit_to_mirrored`` p50/p99 is from the create call on the
 manager to the copy placed and reported. ``status_sync_lag`` p50/p99 is the service's own measure (from a
@@ -26,6 +31,7 @@ watch event marking a workload for sync to its state written to SQL and the mana
     python bench/dispatch.py                                  # 10 and 100 workers x 1,000 and 10,000 jobs, 3 runs
     python bench/dispatch.py --db-url postgresql+asyncpg://root@127.0.0.1:5432/test
     python bench/dispatch.py --quick --json                   # 10 workers, 1,000 jobs, 1 run
+    python bench/dispatch.py --real --workers 3 --jobs 1000 --runs 1 --paced-jobs 100   # on real components
 """
 
 from __future__ import annotations
@@ -133,6 +139,28 @@ async def _start_sim(workers: int, tmp: Path, processes: int = 1) -> tuple[async
         await asyncio.sleep(0.2)
     state = json.loads(await asyncio.to_thread((tmp / "sim" / "sim.json").read_text))
     return sim, tmp / "sim" / "clusters.yaml", state.get("pids", [sim.pid])
+
+
+async def _start_real(workers: int, tmp: Path) -> tuple[asyncio.subprocess.Process, Path, list[int]]:
+    """``dispatcher rig up --real`` with ``workers`` CPU workers; its clusters.yaml and the pids whose CPU is the
+    rig's: every component's and the rig process's own (it carries the API servers' outside paths)."""
+    (tmp / "topology.yaml").write_text(TOPOLOGY)
+    directory = tmp / "rig"
+    rig = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dispatcher", "rig", "up", "--real", "--workers", str(workers), "--gpu-workers", "0",
+        "--dir", str(directory), "--run-seconds", "1", "--topology", str(tmp / "topology.yaml"),
+        stdout=asyncio.subprocess.DEVNULL, stderr=(tmp / "rig-up.log").open("wb"),
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not await asyncio.to_thread((directory / "ready").exists):
+        if time.monotonic() > deadline or rig.returncode is not None:
+            raise RuntimeError(f"the real rig did not start; see {tmp / 'rig-up.log'}")
+        await asyncio.sleep(0.5)
+    state = json.loads(await asyncio.to_thread((directory / "rig.json").read_text))
+    pids = [int(state.get("pid") or rig.pid)]
+    for cluster in state.get("clusters") or []:
+        pids += [int(c["pid"]) for c in (cluster.get("components") or {}).values() if c.get("pid")]
+    return rig, directory / "clusters.yaml", pids
 
 
 def _proc_cpu(pid: int) -> float:
@@ -333,7 +361,10 @@ async def floor(
 
 
 async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) -> dict[str, Any]:
-    sim, clusters, sim_pids = await _start_sim(workers, tmp, args.sim_processes)
+    if args.real:
+        sim, clusters, sim_pids = await _start_real(workers, tmp)
+    else:
+        sim, clusters, sim_pids = await _start_sim(workers, tmp, args.sim_processes)
     try:
         loaded = load_config(clusters)
         policy = dataclasses.replace(
@@ -345,7 +376,11 @@ async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) ->
     finally:
         if sim.returncode is None:
             sim.send_signal(signal.SIGTERM)
-            await sim.wait()
+            try:
+                async with asyncio.timeout(120):
+                    await sim.wait()
+            except TimeoutError:
+                sim.kill()
 
 
 async def _measure_size(
@@ -421,6 +456,7 @@ def main() -> int:
     p.add_argument(
         "--sim-processes", type=int, default=1, help="processes of the simulated clusters (`sim up --processes`)"
     )
+    p.add_argument("--real", action="store_true", help="on `dispatcher rig up --real` instead of the simulator")
     args = p.parse_args()
     args.runs = args.runs or (1 if args.quick else 3)
     worker_counts = args.workers or ([10] if args.quick else [10, 100])
@@ -429,11 +465,12 @@ def main() -> int:
     info = machine()
     print(machine_line(info))
     db = "PostgreSQL" if args.db_url else "SQLite"
+    clusters = "real clusters (rig up --real)" if args.real else "simulated clusters out of process"
     print(
-        f"dispatch: {db}, simulated clusters out of process; workers {worker_counts}, jobs {job_counts}; "
+        f"dispatch: {db}, {clusters}; workers {worker_counts}, jobs {job_counts}; "
         f"median of {args.runs} runs (dispatcher and floor in turn)"
     )
-    report: dict[str, Any] = {"machine": info, "database": db, "runs": args.runs, "workers": {}}
+    report: dict[str, Any] = {"machine": info, "database": db, "runs": args.runs, "real": args.real, "workers": {}}
     for workers in worker_counts:
         tmp = Path(tempfile.mkdtemp(prefix=f"dispatch-bench-{workers}-"))
         report["workers"][str(workers)] = asyncio.run(run_size(args, workers, job_counts, tmp))

@@ -383,10 +383,20 @@ class Bench:
             for (w, u), j in ran.items()
             if (w, u) in seen.reserved and (w, j) in seen.scheduled
         ]
+        # When the job really started: submission to its pod bound to a node on the worker that ran it.
+        started = [seen.scheduled[(w, j)] - submitted[j] for (w, _u), j in ran.items() if (w, j) in seen.scheduled]
         return {
             "jobs": len(stream),
             "finished": len(set(ran.values())),
             "ran_twice": len(ran) - len(set(ran.values())),
+            # The stronger test: the job's pods were bound on two workers (its copy really ran twice).
+            "pods_on_two_workers": sum(
+                1 for j in set(ran.values()) if len({w for (w, jj) in seen.scheduled if jj == j}) > 1
+            ),
+            "ran_twice_on": {
+                j: sorted(w for (w, _u), jj in ran.items() if jj == j)
+                for j in {jj for jj in ran.values() if list(ran.values()).count(jj) > 1}
+            },
             "admission_wait_mean_s": {c: round(statistics.fmean(v), 3) if v else None for c, v in waits.items()},
             "admission_wait_p95_s": {c: round(p95(v), 3) if v else None for c, v in waits.items()},
             "admission_wait_mean_all_s": round(statistics.fmean(everything), 3) if everything else None,
@@ -395,6 +405,8 @@ class Bench:
             "preemptions": len(seen.preemptions),
             "needless_preemptions": needless,
             "wait_steps_mean_s": _stages(seen, submitted, ran),
+            "start_wait_mean_s": round(statistics.fmean(started), 3) if started else None,
+            "start_wait_p95_s": round(p95(started), 3) if started else None,
             "reserved_to_pod_bound_mean_s": round(statistics.fmean(binding), 3) if binding else None,
             "reserved_to_pod_bound_p95_s": round(p95(binding), 3) if binding else None,
             "unschedulable_after_admission": len(ran_keys & seen.unschedulable),
@@ -512,7 +524,7 @@ def _ratios(configs: dict[str, Obj]) -> Obj:
         if name == "allAtOnce":
             continue
         row: Obj = {}
-        for key in ("admission_wait_mean_all_s", "copies_created", "makespan_s"):
+        for key in ("admission_wait_mean_all_s", "start_wait_mean_s", "copies_created", "makespan_s"):
             a, b = fig.get(key), base.get(key)
             row[key] = round(a / b, 3) if a is not None and b else None
         out[name] = row

@@ -175,10 +175,14 @@ class HamiExtender:
         self._pods[uid] = (node, allocation)
         self._assumed.pop(uid, None)
 
-    def _usage(self, names: list[str]) -> tuple[dict[str, list[DeviceUsage]], dict[str, str]]:
+    def _usage(self, names: list[str], pod_uid: str) -> tuple[dict[str, list[DeviceUsage]], dict[str, str]]:
+        """Per-GPU usage of the candidate nodes; the pod being scheduled holds nothing yet (an earlier Filter's
+        annotations on it, from a cycle that did not bind, are not counted against it)."""
         held: dict[str, list[PodAllocation]] = {}
-        for node, allocation in (*self._pods.values(), *self._assumed.values()):
-            held.setdefault(node, []).append(allocation)
+        for source in (self._pods, self._assumed):
+            for uid, (node, allocation) in source.items():
+                if uid != pod_uid:
+                    held.setdefault(node, []).append(allocation)
         usage: dict[str, list[DeviceUsage]] = {}
         failed: dict[str, str] = {}
         for name in names:
@@ -202,7 +206,7 @@ class HamiExtender:
             pod = mutate_pod(pod, self.cfg)
         except HamiAdmissionError as exc:
             return web.json_response({"NodeNames": [], "FailedNodes": {}, "Error": exc.message})
-        usage, failed = self._usage(names)
+        usage, failed = self._usage(names, str(meta.get("uid", "")))
         annotations = {n: self._nodes[n][1] for n in usage}
         scores = {n: self._nodes[n][2] for n in usage}
         try:
