@@ -53,7 +53,7 @@ from _common import emit, machine, machine_line, median, parser, percentile, rnd
 
 from dispatcher import labels as L
 from dispatcher.adapters.job import JobAdapter
-from dispatcher.config import DispatcherConfig, load_config
+from dispatcher.config import DispatcherConfig, KubeconfigRef, load_config
 from dispatcher.kube.client import ClusterClient, KubeError, connect
 from dispatcher.live import Live
 from dispatcher.service import Dispatcher
@@ -195,10 +195,13 @@ class Cpu:
 
 
 class Bench:
-    """One dispatcher against one set of simulated clusters, with hooks that time each job's way."""
+    """One dispatcher against one set of simulated clusters, with hooks that time each job's way. ``submitter``:
+    the credentials the jobs are submitted with (a user's: on the real rig the dispatcher's own may not create
+    Jobs on the manager)."""
 
-    def __init__(self, config: DispatcherConfig, db_url: str, sim_pids: list[int]) -> None:
+    def __init__(self, config: DispatcherConfig, db_url: str, sim_pids: list[int], submitter: KubeconfigRef) -> None:
         self.config = config
+        self.submitter = submitter
         self.sim_pids = sim_pids
         self.db_url = db_url
         self.placed_at: dict[str, float] = {}
@@ -244,7 +247,7 @@ class Bench:
         metrics.sync_requested = requested  # type: ignore[method-assign]
         metrics.sync_finished = finished  # type: ignore[method-assign]
         await d.start()
-        self.manager = await connect("bench-manager", self.config.manager)
+        self.manager = await connect("bench-manager", self.submitter)
 
     async def stop(self) -> None:
         await self.manager.close()
@@ -323,15 +326,17 @@ async def _with_retries(call: Callable[[], Awaitable[Any]], *, created: bool = F
 
 
 async def floor(
-    config: DispatcherConfig, prefix: str, n: int, concurrency: int, sim_pids: list[int]
+    config: DispatcherConfig, prefix: str, n: int, concurrency: int, sim_pids: list[int], submitter: KubeconfigRef
 ) -> dict[str, float]:
-    """The API calls alone: create each copy on a worker (round robin), patch the manager Job."""
+    """The API calls alone: create each copy on a worker (round robin), patch the manager Job (with the
+    dispatcher's credentials; the jobs are submitted with ``submitter``'s beforehand)."""
     manager = await connect("floor-manager", config.manager)
+    user = await connect("floor-submitter", submitter)
     workers = [await connect(f"floor-{w.name}", w.kube) for w in config.workers]
     adapter = JobAdapter()
     try:
         names = [f"{prefix}-{i:05d}" for i in range(n)]
-        objs = await _submit(manager, names, labelled=False)
+        objs = await _submit(user, names, labelled=False)
         sem = asyncio.Semaphore(concurrency)
 
         async def dispatch(i: int, obj: Obj) -> None:
@@ -356,6 +361,7 @@ async def floor(
         return {"jobs": n, "seconds": seconds, "placed_per_second": n / seconds, **cpu.per_job(n, seconds)}
     finally:
         await manager.close()
+        await user.close()
         for w in workers:
             await w.close()
 
@@ -371,8 +377,12 @@ async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) ->
             loaded.policy, admission_timeout=300.0, lost_timeout=60.0, finished_retention=3600.0, gc_interval=300.0
         )
         config = dataclasses.replace(loaded, policy=policy)
+        # A user's credentials for submitting: the administrator's kubeconfig beside clusters.yaml (the real rig's
+        # clusters.yaml names the dispatcher's least-privilege ones, which may not create Jobs on the manager).
+        admin = clusters.parent / "manager.kubeconfig"
+        submitter = KubeconfigRef(path=str(admin)) if admin.exists() else loaded.manager
         async with scratch_database(args.db_url, tmp / "dispatcher.sqlite") as url:
-            return await _measure_size(args, workers, job_counts, config, url, sim_pids)
+            return await _measure_size(args, workers, job_counts, config, url, sim_pids, submitter)
     finally:
         if sim.returncode is None:
             sim.send_signal(signal.SIGTERM)
@@ -384,9 +394,15 @@ async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) ->
 
 
 async def _measure_size(
-    args: Any, workers: int, job_counts: list[int], config: DispatcherConfig, url: str, sim_pids: list[int]
+    args: Any,
+    workers: int,
+    job_counts: list[int],
+    config: DispatcherConfig,
+    url: str,
+    sim_pids: list[int],
+    submitter: KubeconfigRef,
 ) -> dict[str, Any]:
-    bench = Bench(config, url, sim_pids)
+    bench = Bench(config, url, sim_pids, submitter)
     await bench.start()
     out: dict[str, Any] = {}
     try:
@@ -394,7 +410,7 @@ async def _measure_size(
             pairs = []
             for r in range(args.runs):
                 disp = await bench.throughput(f"d{workers}-{n}-{r}", n)
-                flo = await floor(config, f"f{workers}-{n}-{r}", n, args.floor_concurrency, sim_pids)
+                flo = await floor(config, f"f{workers}-{n}-{r}", n, args.floor_concurrency, sim_pids, submitter)
                 ratio = disp["placed_per_second"] / flo["placed_per_second"]
                 pairs.append((disp, flo, ratio))
                 print(
