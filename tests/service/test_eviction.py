@@ -16,6 +16,7 @@ from dispatcher.kube.client import Resource
 from dispatcher.store.models import WorkloadState
 
 EVENTS = Resource("", "v1", "events", "Event")
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 
 
 @pytest.mark.real_rig
@@ -35,6 +36,18 @@ async def test_a_copy_preempted_on_its_worker_is_placed_again_with_the_eviction_
         w1 = r.workers["worker-1"]
         await w1.create(JOBS, "default", job("filler-default", namespace="default", cpu="8", seconds=120))
         await w1.create(JOBS, "team-b", job("filler-b", namespace="team-b", cpu="8", seconds=120))
+
+        async def fillers_admitted() -> bool | None:
+            # Before the urgent job: had it come first, it would borrow, and a filler would then reclaim its quota
+            # by preempting in the cohort (InCohortReclamation), another eviction than the one tested here.
+            admitted = 0
+            for ns in ("default", "team-b"):
+                for wl in (await w1.list(WORKLOADS, ns)).get("items") or []:
+                    conds = (wl.get("status") or {}).get("conditions") or []
+                    admitted += any(c.get("type") == "QuotaReserved" and c.get("status") == "True" for c in conds)
+            return True if admitted == 2 else None
+
+        await eventually(fillers_admitted, timeout=60, what="both fillers admitted on worker-1")
         await w1.create(JOBS, "team-a", job("urgent", cpu="4", seconds=120, priority="high"))
 
         async def moved() -> Any:
