@@ -140,9 +140,20 @@ async def test_gpu_job_goes_to_hami_worker_and_cpu_job_does_not_wait_behind_it(
         for cpu_only in ("worker-1", "worker-2"):
             assert not workers[cpu_only]["feasible"]
             assert "HAMi" in workers[cpu_only]["reason"]
-        pods = (await r.workers["worker-3"].list(Resource("", "v1", "pods", "Pod"), "team-a"))["items"]
-        allocated = [p for p in pods if "hami.io/vgpu-devices-allocated" in (p["metadata"].get("annotations") or {})]
-        assert len(allocated) == 3
+
+        async def allocated() -> list[dict[str, Any]] | None:
+            # RUNNING means one pod is; on the real rig the other two may still be between Filter and Bind.
+            pods = (await r.workers["worker-3"].list(Resource("", "v1", "pods", "Pod"), "team-a"))["items"]
+            done = [
+                p
+                for p in pods
+                if "hami.io/vgpu-devices-allocated" in (p["metadata"].get("annotations") or {})
+                and p["spec"].get("nodeName")
+            ]
+            return done if len(done) >= 3 else None
+
+        bound = await eventually(allocated, timeout=30, what="three pods bound with HAMi's allocation")
+        assert len(bound) == 3
 
         # The GPU job holds all of worker-3's CPU quota (its ClusterQueue plus what it borrows in the cohort).
         await r.submit(job("etl", cpu="2", seconds=1))
