@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from kubecommon import gcpolicy
 
 from .topology import Topology
 from .world import SimWorld, WorldOptions
@@ -96,20 +97,6 @@ async def stopped_within(stopping: Awaitable[None], what: str) -> None:
         os._exit(1)
 
 
-def _tune_gc() -> None:
-    """Keep Python's cyclic garbage collector from taking a fifth of the simulator's CPU.
-
-    A hundred simulated clusters hold millions of objects (schemas, stored objects, the watch history); the
-    collector's default thresholds then run a full collection, over all of them, every few seconds of a busy
-    burst (measured: 17.6 s of 90 s of CPU with 100 workers under 2,000 Jobs). What exists once the clusters
-    are up lives as long as they do, so it is moved out of the collector's sight (``gc.freeze``), and young
-    objects are collected in larger batches. Stored objects are plain dicts and lists freed by reference
-    counting; the collector only has cycles to find."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
-
-
 #: Started with the world, inside it (e.g. each worker's fencing agent); returns what stops it.
 Inside = Callable[[SimWorld, Path], Awaitable[Callable[[], Awaitable[None]]]]
 
@@ -128,7 +115,8 @@ async def run_sim_up(
     passes the workers' fencing agents; clusters.yaml then declares ``fencing: agent``)."""
     world = SimWorld(options, topology)
     await world.start()
-    _tune_gc()
+    # Everything built so far lives as long as the clusters (kubecommon/gcpolicy.py).
+    gcpolicy.settle()
     stop_inside: Callable[[], Awaitable[None]] | None = None
     stop = asyncio.Event()
     on_stop_signals(stop)

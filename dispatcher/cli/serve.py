@@ -6,13 +6,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kubecommon import gcpolicy
+
+from .common import UsageError, db_url, load_config, setup_logging
+
 if TYPE_CHECKING:
     from ..leader import LeaderElectionConfig
-from .common import UsageError, db_url, load_config, setup_logging
 
 __all__ = ["cmd_agent", "cmd_db_upgrade", "cmd_run"]
 
@@ -141,6 +145,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         try:
             await dispatcher.start()
+            # What the start built (informer caches, recovered workloads) lives as long as the process: out of the
+            # cyclic GC's sight, and young objects collected in batches (kubecommon/gcpolicy.py).
+            frozen = gcpolicy.settle()
+            logging.getLogger("dispatcher").info(
+                "started; %d objects moved out of the cyclic GC's sight, GC thresholds %s", frozen, gcpolicy.THRESHOLDS
+            )
             await stop.wait()
         except KubeError as exc:
             raise UsageError(str(exc)) from None

@@ -123,6 +123,9 @@ async def test_frozen_leader_resumed_after_a_takeover_writes_nothing_and_steps_d
     async with ha_world(tmp_path, pg_url, workers=2, run_seconds=30.0, **TIMINGS) as ha:
         await ha.replicas.start("old")
         await wait_leading(ha, "old", 60)
+        # `run` settles the cyclic GC once started (kubecommon/gcpolicy.py).
+        settled = "objects moved out of the cyclic GC's sight, GC thresholds (50000, 20, 100)"
+        await wait_for(lambda: _log_has(tmp_path / "old.log", settled), "the started heap frozen", 10)
         await ha.replicas.start("new")
         await wait_for(lambda: _ready(ha, "new"), "the standby ready", 60)
         # Work in flight when the leader freezes: jobs being placed and mirrored.

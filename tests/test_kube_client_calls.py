@@ -1,0 +1,109 @@
+"""dispatcher/kube: what the client sends (its own request path on kubernetes_asyncio's session and credentials)
+and what the informers keep, against a simulated API server over HTTPS with a bearer token."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dispatcher.config import KubeconfigRef
+from dispatcher.kube.client import ClusterClient, KubeError, Resource, connect
+from dispatcher.kube.informer import Informer
+from kubesim.cluster import ClusterOptions, SimCluster
+
+CM = Resource("", "v1", "configmaps", "ConfigMap")
+Obj = dict[str, Any]
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[tuple[SimCluster, ClusterClient]]:
+    sim = SimCluster("t", ClusterOptions(kueue=False, jobs=False, scheduler=False, kubelet=False))
+    await sim.start()
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(sim.kubeconfig()))
+    client = await connect("t", KubeconfigRef(path=str(path)))
+    try:
+        yield sim, client
+    finally:
+        await client.close()
+        await sim.stop()
+
+
+def _cm(name: str, labels: dict[str, str], data: dict[str, str] | None = None) -> Obj:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}, "data": data or {}}
+
+
+async def test_writes_queries_and_credentials_reach_the_server_as_sent(
+    cluster: tuple[SimCluster, ClusterClient], tmp_path: Path
+) -> None:
+    sim, client = cluster
+    text = 'grüße, 東京 "quoted" \\ and a line\nbreak'
+    created = await client.create(CM, "default", _cm("a", {"tier": "x", "zone": "1"}, {"t": text}))
+    assert created["data"]["t"] == text, "UTF-8 JSON in and out"
+    await client.create(CM, "default", _cm("b", {"tier": "x", "zone": "2"}))
+    await client.create(CM, "default", _cm("c", {"tier": "y"}))
+    # A selector with '=', ',' and '!=' reaches the server as one query value.
+    got = await client.list(CM, "default", label_selector="tier=x,zone!=2")
+    assert [o["metadata"]["name"] for o in got["items"]] == ["a"]
+    # Patches carry their content type: a JSON patch (a list body) and a merge patch.
+    await client.patch(CM, "default", "a", [{"op": "add", "path": "/data/n", "value": "1"}], patch_type="json")
+    patched = await client.patch(CM, "default", "a", {"metadata": {"annotations": {"k": "v"}}})
+    assert patched["data"]["n"] == "1" and patched["metadata"]["annotations"] == {"k": "v"}
+    # The field manager named in the query is the one recorded.
+    assert {m["manager"] for m in patched["metadata"]["managedFields"]} == {"kueue-dispatcher"}
+    # The guard stops a write before it leaves the process; reads still go.
+    client.guard = lambda: (_ for _ in ()).throw(RuntimeError("deposed"))
+    with pytest.raises(RuntimeError, match="deposed"):
+        await client.create(CM, "default", _cm("d", {}))
+    assert await client.get(CM, "default", "d") is None
+    client.guard = None
+    # Without the token the server refuses: the credentials came from the kubeconfig, not from anywhere else.
+    bare = sim.kubeconfig()
+    for user in bare["users"]:
+        user["user"].pop("token", None)
+    path = tmp_path / "no-token"
+    path.write_text(json.dumps(bare))
+    anonymous = await connect("anon", KubeconfigRef(path=str(path)))
+    try:
+        with pytest.raises(KubeError) as err:
+            await anonymous.get(CM, "default", "a")
+        assert err.value.code == 401
+    finally:
+        await anonymous.close()
+
+
+async def test_informer_caches_and_hands_out_objects_without_managed_fields(
+    cluster: tuple[SimCluster, ClusterClient],
+) -> None:
+    _sim, client = cluster
+    await client.create(CM, "default", _cm("listed", {"a": "b"}))
+    seen: list[tuple[str, Obj]] = []
+    both = asyncio.Event()
+
+    def handler(kind: str, obj: Obj, _old: Obj | None) -> None:
+        seen.append((kind, obj))
+        if any(k == "MODIFIED" for k, _ in seen) and any(o["metadata"]["name"] == "watched" for _, o in seen):
+            both.set()
+
+    inf = Informer(client, CM, handler, namespace="default")
+    inf.start()
+    try:
+        async with asyncio.timeout(10):
+            await inf.synced.wait()
+        await client.create(CM, "default", _cm("watched", {"a": "b"}))
+        await client.patch(CM, "default", "listed", {"data": {"x": "1"}})
+        async with asyncio.timeout(10):
+            await both.wait()
+        server = await client.get(CM, "default", "listed")
+        assert server is not None and server["metadata"].get("managedFields"), "the server keeps them"
+        assert {k for k, _ in seen} >= {"ADDED", "MODIFIED"}
+        assert all("managedFields" not in o["metadata"] for _, o in seen)
+        assert all("managedFields" not in o["metadata"] for o in inf.cache.values())
+        assert inf.cache[("default", "listed")]["data"] == {"x": "1"}
+    finally:
+        await inf.stop()
