@@ -72,3 +72,9 @@ def test_dispatch_reports_the_ratio_to_the_floor(pg: bool) -> None:
     assert size["jobs"]["40"]["placed_per_second"] > 0 and size["jobs"]["40"]["floor_per_second"] > 0
     assert report["ratio_to_floor"] > 0
     assert size["submit_to_mirrored_p50"] is not None and size["status_syncs"] > 0
+    # CPU per Job over the placement window and over the Jobs' whole life (placement to finished and synced),
+    # each also above what the dispatcher uses with no Job at all.
+    jobs = size["jobs"]["40"]
+    assert 0 <= jobs["idle_cpu_busy"] < 1
+    assert jobs["cpu_ms_per_job_life"] >= jobs["cpu_ms_per_job"] > 0
+    assert jobs["cpu_ms_per_job_life"] > jobs["cpu_ms_per_job_life_above_idle"] > 0
