@@ -2,8 +2,9 @@
 
 kubernetes_asyncio provides what is hard to get right (kubeconfig loading, exec and token plugins,
 TLS, in-cluster credentials); requests go out on its HTTP session with its credentials and raw JSON
-in and out (:meth:`ClusterClient._send`), which keeps the hot path free of model (de)serialisation. Every call has a deadline, so a
-worker that accepts connections and never answers fails calls instead of hanging tasks.
+in and out (:meth:`ClusterClient._send`), which keeps the hot path free of model (de)serialisation.
+Every call has a deadline, so a worker that accepts connections and never answers fails calls
+instead of hanging tasks.
 """
 
 from __future__ import annotations
