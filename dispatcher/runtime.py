@@ -304,7 +304,23 @@ class Runtime:
                 remote=remote,
             )
         except KubeError as exc:
-            log.info("updating manager object %s failed (%s); will retry", live.key, exc)
             live.reported.pop("remote", None)
+            if exc.not_found:
+                return  # the manager object is gone: the intake cancels the workload
             if exc.transient or exc.conflict:
+                log.info("updating manager object %s failed (%s); will retry", live.key, exc)
                 self.timers.add(time.monotonic() + 1.0, "resync", live.id, live.generation)
+                return
+            # Refused (invalid, forbidden...): said loudly, once per distinct answer, and tried again from fresh
+            # state after a backoff (the next write is recomputed; what was refused may not be again).
+            refusals = int(live.reported.get("refusals", 0)) + 1
+            live.reported["refusals"] = refusals
+            delay = min(60.0, 2.0**refusals)
+            if live.reported.get("refused") != exc.message:
+                live.reported["refused"] = exc.message
+                log.warning("the manager refused the report on %s (%s); trying again in %.0fs", live.key, exc, delay)
+                self.emit(live, "Warning", "ReportRefused", f"the manager refused this object's update: {exc.message}")
+            self.timers.add(time.monotonic() + delay, "resync", live.id, live.generation)
+            return
+        live.reported.pop("refusals", None)
+        live.reported.pop("refused", None)

@@ -26,7 +26,7 @@ from . import labels as L
 from .adapters.base import Adapter, RemotePhase
 from .kube.client import ClusterClient, KubeError
 from .live import Live
-from .patch_util import merge_patch_to
+from .patch_util import replace_patch
 from .store.models import PlacementState, WorkloadState
 
 __all__ = ["Observation", "RemoteSnapshot", "manager_report", "observe"]
@@ -164,11 +164,12 @@ async def write_manager(
     if new_status is None or live.reported.get("status") == new_status:
         return
     # Replace, not merge: what the worker no longer reports must go (a finished Job with a leftover ``active``
-    # or ``uncountedTerminatedPods`` is refused by the API server). The base is the manager's status as last
-    # seen, plus what we wrote last (the informer may not have seen that write yet).
-    base = dict((local.get("status") or {}) if isinstance(local.get("status"), dict) else {})
-    for key, value in (live.reported.get("status") or {}).items():
-        base.setdefault(key, value)
-    patch = merge_patch_to(base, new_status)
+    # or ``uncountedTerminatedPods`` is refused by the API server), whichever version the server holds: the
+    # manager's status as the informer last saw it, what we wrote last, or a write since whose answer was lost.
+    tried: list[Obj] = live.reported.setdefault("status_tried", [])
+    patch = replace_patch([local.get("status"), live.reported.get("status"), *tried], new_status)
+    tried.append(new_status)
+    del tried[:-16]  # a workload whose writes keep failing: the latest few are what the server may hold
     await manager.patch(res, live.namespace, live.name, {"status": patch}, subresource="status")
     live.reported["status"] = new_status
+    live.reported["status_tried"] = []

@@ -5,11 +5,18 @@ in flight is bounded."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from typing import Any
 
+from dispatcher.config import DispatcherConfig, KubeconfigRef, WorkerConfig
+from dispatcher.kube.client import KubeError
 from dispatcher.live import Live
 from dispatcher.report import ManagerReports
+from dispatcher.service import Dispatcher
+from dispatcher.store.engine import make_engine
 from dispatcher.store.models import WorkloadState
+from dispatcher.store.repo import Repo
 
 
 def _live(wid: int) -> Live:
@@ -94,3 +101,55 @@ async def test_writes_in_flight_are_bounded() -> None:
         manager.gate(wid).set()
     await _until(lambda: reports.pending == 0 and not tasks)
     assert manager.most_in_flight == 3 and sorted(synced) == list(range(10))
+
+
+class RefusingManager:
+    """A manager API that refuses every write with ``refusal`` until it is cleared."""
+
+    def __init__(self) -> None:
+        self.refusal: str | None = 'Job.batch "job-1" is invalid: status.uncountedTerminatedPods: Invalid value'
+        self.patches: list[Any] = []
+
+    async def patch(self, res: Any, namespace: str, name: str, patch: Any, **_: Any) -> dict[str, Any]:
+        if self.refusal is not None:
+            raise KubeError(422, "Invalid", self.refusal)
+        self.patches.append(patch)
+        return {}
+
+
+async def test_a_refused_manager_write_is_said_once_per_answer_and_tried_again_with_backoff(
+    caplog: Any,
+) -> None:
+    kube = KubeconfigRef(path="/nonexistent")
+    config = DispatcherConfig(manager=kube, workers=(WorkerConfig("worker-1", kube),))
+    dispatcher = Dispatcher(config, Repo(make_engine("sqlite+aiosqlite:///:memory:")))
+    rt = dispatcher.rt
+    manager = RefusingManager()
+    rt.manager = manager  # type: ignore[assignment]
+
+    class Intake:
+        objects: dict[str, Any] = {}
+
+    rt.intake = Intake()  # type: ignore[assignment]
+    emitted: list[tuple[str, str, str]] = []
+    rt.emit = lambda live, type_, reason, message: emitted.append((type_, reason, message))  # type: ignore[method-assign]
+    live = _live(1)
+    caplog.set_level(logging.INFO, logger="dispatcher")
+
+    for attempt in (1, 2, 3):
+        before = time.monotonic()
+        await rt.report(live, WorkloadState.RUNNING, "pods running", None)
+        at, _seq, kind, wid, _gen = rt.timers._heap[-1]
+        assert kind == "resync" and wid == live.id
+        assert at - before >= 2.0**attempt, "tried again later, each time later"
+    refused = [r for r in caplog.records if "refused the report" in r.getMessage()]
+    assert len(refused) == 1 and refused[0].levelno == logging.WARNING, "said once for one answer"
+    assert emitted == [("Warning", "ReportRefused", f"the manager refused this object's update: {manager.refusal}")]
+
+    manager.refusal = "another reason"
+    await rt.report(live, WorkloadState.RUNNING, "pods running", None)
+    assert len(emitted) == 2 and "another reason" in emitted[1][2], "a new answer is said again"
+
+    manager.refusal = None
+    await rt.report(live, WorkloadState.RUNNING, "pods running", None)
+    assert manager.patches and "refusals" not in live.reported
