@@ -319,7 +319,13 @@ class Runtime:
             if live.reported.get("refused") != exc.message:
                 live.reported["refused"] = exc.message
                 log.warning("the manager refused the report on %s (%s); trying again in %.0fs", live.key, exc, delay)
-                self.emit(live, "Warning", "ReportRefused", f"the manager refused this object's update: {exc.message}")
+                self.emit(
+                    live,
+                    "Warning",
+                    "ReportRefused",
+                    f"the dispatcher's update of this object was refused ({exc.code} {exc.reason}: {exc.message}); "
+                    f"its state and status here may lag the worker's until it is accepted (tried again with backoff)",
+                )
             self.timers.add(time.monotonic() + delay, "resync", live.id, live.generation)
             return
         live.reported.pop("refusals", None)

@@ -56,8 +56,12 @@ async def test_writes_queries_and_credentials_reach_the_server_as_sent(
     assert patched["data"]["n"] == "1" and patched["metadata"]["annotations"] == {"k": "v"}
     # The field manager named in the query is the one recorded.
     assert {m["manager"] for m in patched["metadata"]["managedFields"]} == {"kueue-dispatcher"}
+
     # The guard stops a write before it leaves the process; reads still go.
-    client.guard = lambda: (_ for _ in ()).throw(RuntimeError("deposed"))
+    def deposed() -> None:
+        raise RuntimeError("deposed")
+
+    client.guard = deposed
     with pytest.raises(RuntimeError, match="deposed"):
         await client.create(CM, "default", _cm("d", {}))
     assert await client.get(CM, "default", "d") is None

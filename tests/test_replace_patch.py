@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from dispatcher.patch_util import replace_patch
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386, as the API server applies a merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = apply_merge_patch(out.get(key), value)
-    return out
-
+from kubesim.patch import apply_merge_patch  # RFC 7386 as the simulated API server applies it
 
 RUNNING = {"active": 1, "uncountedTerminatedPods": {}, "startTime": "t0"}
 ADMITTED = {"uncountedTerminatedPods": {"succeeded": ["pod-uid"]}, "startTime": "t0", "conditions": [{"type": "S"}]}

@@ -139,12 +139,13 @@ async def test_a_refused_manager_write_is_said_once_per_answer_and_tried_again_w
     for attempt in (1, 2, 3):
         before = time.monotonic()
         await rt.report(live, WorkloadState.RUNNING, "pods running", None)
-        at, _seq, kind, wid, _gen = rt.timers._heap[-1]
+        at, _seq, kind, wid, _gen = max(rt.timers._heap, key=lambda e: e[1])  # the newest timer
         assert kind == "resync" and wid == live.id
         assert at - before >= 2.0**attempt, "tried again later, each time later"
     refused = [r for r in caplog.records if "refused the report" in r.getMessage()]
     assert len(refused) == 1 and refused[0].levelno == logging.WARNING, "said once for one answer"
-    assert emitted == [("Warning", "ReportRefused", f"the manager refused this object's update: {manager.refusal}")]
+    assert [(t, r) for t, r, _ in emitted] == [("Warning", "ReportRefused")]
+    assert f"422 Invalid: {manager.refusal}" in emitted[0][2], "the server's answer, for the user to act on"
 
     manager.refusal = "another reason"
     await rt.report(live, WorkloadState.RUNNING, "pods running", None)
