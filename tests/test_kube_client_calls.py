@@ -111,3 +111,48 @@ async def test_informer_caches_and_hands_out_objects_without_managed_fields(
         assert inf.cache[("default", "listed")]["data"] == {"x": "1"}
     finally:
         await inf.stop()
+
+
+async def test_a_burst_reuses_a_few_connections_and_watches_never_take_the_requests(
+    cluster: tuple[SimCluster, ClusterClient], tmp_path: Path
+) -> None:
+    """Requests share at most ``requests`` connections (a burst waits for a warm one instead of paying a TLS
+    handshake on both sides per new connection); watches hold their own, so open streams never starve calls."""
+    sim, _ = cluster
+    path = tmp_path / "kubeconfig-small-pool"
+    path.write_text(json.dumps(sim.kubeconfig()))
+    client = await connect("small", KubeconfigRef(path=str(path)), requests=2)
+    connector = client._api.rest_client.pool_manager.connector
+    assert connector is not None
+    opened = 0
+    create_connection = connector._create_connection  # type: ignore[attr-defined]
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal opened
+        opened += 1
+        return await create_connection(*args, **kwargs)
+
+    connector._create_connection = counted  # type: ignore[attr-defined]
+    streams: list[asyncio.Task[None]] = []
+    watching = asyncio.Event()
+
+    async def watch() -> None:
+        async for _kind, _obj in client.watch(CM, "default", resource_version="0"):
+            watching.set()
+
+    try:
+        await client.create(CM, "default", _cm("first", {}))
+        # Three open watches: with one pool of two connections they would hold both, and every call would wait.
+        streams = [asyncio.create_task(watch()) for _ in range(3)]
+        async with asyncio.timeout(10):
+            await watching.wait()
+        async with asyncio.timeout(30):
+            await asyncio.gather(*(client.create(CM, "default", _cm(f"burst-{i}", {})) for i in range(40)))
+        assert opened <= 2, f"{opened} connections for 41 requests"
+        got = await client.list(CM, "default")
+        assert len(got["items"]) == 41
+    finally:
+        for task in streams:
+            task.cancel()
+        await asyncio.gather(*streams, return_exceptions=True)
+        await client.close()

@@ -80,8 +80,20 @@ class Verdict:
     fair_share: dict[str, Any] | None = None
     #: The Preempted reasons of the workloads Kueue would evict, counted (``InCohortFairSharing: 2``).
     preemption_reasons: str = ""
+    #: :meth:`to_json`'s last answer and the (score, clusterWeight) it was made at.
+    _json: tuple[tuple[float, float | None], Obj] | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> Obj:
+        """The verdict as decision records keep it (read-only: the same dict is handed out again).
+
+        A cached verdict serves every decision of its shape until its worker changes, and every decision records
+        every worker's verdict (100 workers: 100 of these per decision), so the answer is kept. Only the score
+        and the clusterWeight term change after a verdict is made (:func:`~.scoring.score_verdict`, per decision);
+        they are the key."""
+        key = (self.score, self.terms.get("clusterWeight"))
+        memo = self._json
+        if memo is not None and memo[0] == key:
+            return memo[1]
         out: Obj = {"cluster": self.cluster, "feasible": self.feasible}
         if self.feasible:
             out["score"] = round(self.score, 4)
@@ -100,6 +112,7 @@ class Verdict:
                 out["fairShare"] = self.fair_share
         if self.reason:
             out["reason"] = self.reason
+        self._json = (key, out)
         return out
 
 

@@ -9,6 +9,7 @@ import pytest
 from sqlalchemy import func, select
 
 from dispatcher.store.engine import make_engine
+from dispatcher.store.intents import Transition
 from dispatcher.store.migrate import upgrade
 from dispatcher.store.models import AuditEvent, Cluster, Placement, PlacementState, Workload, WorkloadState, utcnow
 from dispatcher.store.repo import NewWorkload, PlacementIntent, Repo
@@ -65,6 +66,46 @@ async def test_begin_placements_claims_only_pending_workloads_at_their_generatio
     assert workloads[ids[0]].cluster == "worker-1", "a workload already placing is not claimed again"
     assert placing_events == len(accepted) + 1
     assert await repo.begin_placements([_intent(ids[1], 1, "worker-1")]) == [], "claimed once only"
+
+
+async def test_transitions_apply_only_at_their_generation_and_state_with_their_placement_and_event(
+    repo: Repo,
+) -> None:
+    rows = await repo.add_workloads([_new(i) for i in range(3)])
+    accepted = await repo.begin_placements([_intent(r.id, 1, "worker-1") for r in rows])
+    a, b, c = accepted
+    async with repo.sessions() as s:
+        before = (await s.execute(select(Workload.updated_at).where(Workload.id == a.workload_id))).scalar_one()
+    running = {"state": WorkloadState.RUNNING, "reason": "Running"}
+    ok = await repo.apply(
+        [
+            Transition(
+                a.workload_id, 1, running, (WorkloadState.PLACING,), a.placement_id,
+                {"state": PlacementState.RUNNING}, ("Running", "running on worker-1", {"n": 1}), "worker-1",
+            ),
+            Transition(b.workload_id, 2, running, (WorkloadState.PLACING,), b.placement_id,
+                       {"state": PlacementState.RUNNING}, ("Running", "stale", None)),  # a stale generation
+            Transition(c.workload_id, 1, running, (WorkloadState.PENDING,), c.placement_id,
+                       {"state": PlacementState.RUNNING}, ("Running", "wrong state", None)),  # not in that state
+            Transition(c.workload_id, 1, {}, event=("Note", "no change, only an event", None)),
+        ]
+    )  # fmt: skip
+    assert ok == [True, False, False, True]
+    async with repo.sessions() as s:
+        workloads = {w.id: w for w in (await s.execute(select(Workload))).scalars()}
+        placements = {p.id: p for p in (await s.execute(select(Placement))).scalars()}
+        events = (await s.execute(select(AuditEvent).where(AuditEvent.type.in_(["Running", "Note"])))).scalars().all()
+    assert workloads[a.workload_id].state == WorkloadState.RUNNING and workloads[a.workload_id].updated_at > before
+    assert placements[a.placement_id or -1].state == PlacementState.RUNNING
+    for other in (b, c):
+        assert workloads[other.workload_id].state == WorkloadState.PLACING
+        assert placements[other.placement_id or -1].state == PlacementState.CREATING
+    assert sorted((e.workload_id, e.type, e.message, e.data, e.cluster) for e in events) == sorted(
+        [
+            (a.workload_id, "Running", "running on worker-1", {"n": 1}, "worker-1"),
+            (c.workload_id, "Note", "no change, only an event", None, None),
+        ]
+    )
 
 
 async def test_fail_over_moves_and_fails_in_bulk_guarded_by_generation(repo: Repo) -> None:
