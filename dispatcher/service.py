@@ -25,7 +25,7 @@ from .finish import Finish
 from .gc import GarbageCollector
 from .health import HealthMonitor
 from .intake import Intake, check_manager_access
-from .kube.client import ClusterClient, connect
+from .kube.client import MANAGER_REQUEST_CONNECTIONS, ClusterClient, connect
 from .leader import LeaderElectionConfig, LeaderElector, default_identity
 from .live import LiveSet
 from .metrics import Metrics
@@ -109,7 +109,7 @@ class Dispatcher:
         keeps its informers and health probes running and serves the read-only API, and only the leader
         places, mirrors, syncs and fails over."""
         cfg, rt = self.config, self.rt
-        rt.manager = await connect("manager", cfg.manager)
+        rt.manager = await connect("manager", cfg.manager, requests=MANAGER_REQUEST_CONNECTIONS)
         await check_manager_access(rt.manager, list(rt.adapters.values()), cfg.manager)
         for w in cfg.workers:
             rt.clients[w.name] = await connect(w.name, w.kube, manager=rt.manager)

@@ -30,7 +30,7 @@ from kubecommon import fastjson
 
 from ..config import KubeconfigRef
 
-__all__ = ["ClusterClient", "KubeError", "Resource", "connect"]
+__all__ = ["MANAGER_REQUEST_CONNECTIONS", "REQUEST_CONNECTIONS", "ClusterClient", "KubeError", "Resource", "connect"]
 
 Obj = dict[str, Any]
 
@@ -494,7 +494,11 @@ async def _read_secret_kubeconfig(manager: ClusterClient, ref: KubeconfigRef) ->
 #: on both sides per new connection, and drops them again after the keep-alive time. client-go instead keeps one
 #: HTTP/2 connection per server. Measured on a 1,000-Job burst to 100 simulated workers (bench/RESULTS.md): with
 #: one pool of 64 connections a cluster, about 600 were opened during the dispatch, with 8 for requests about 80.
+#: Eight bound a worker at 80 calls/s behind a 100 ms round trip, far above its one create and one delete per Job.
 REQUEST_CONNECTIONS = 8
+#: The manager takes about four calls per Job (status and annotation patches, Events) from every worker's Jobs
+#: together, and is one cluster: it keeps the wider pool, so a distant manager does not bound the dispatch rate.
+MANAGER_REQUEST_CONNECTIONS = 64
 
 
 async def connect(

@@ -16,7 +16,7 @@ from realrig import RealRig
 
 from dispatcher import labels as L
 from dispatcher.config import Policy
-from dispatcher.kube.client import KubeError, Resource
+from dispatcher.kube.client import MANAGER_REQUEST_CONNECTIONS, REQUEST_CONNECTIONS, KubeError, Resource
 from dispatcher.store.models import PlacementState, WorkloadState
 
 EVENTS = Resource("", "v1", "events", "Event")
@@ -235,6 +235,12 @@ async def test_fifty_jobs_at_once_never_overcommit_a_worker(rig: Rig) -> None:
     for n in names[:5]:
         row = await rig.row("team-a", n)
         assert row is not None and all(p.state != PlacementState.TIMED_OUT for p in row.placements)
+    # The burst went over each worker's few request connections; the manager, one cluster taking most calls,
+    # keeps a wide pool.
+    rt = rig.dispatcher.rt
+    limits = {name: c._api.rest_client.pool_manager.connector.limit for name, c in rt.clients.items()}
+    assert set(limits.values()) == {REQUEST_CONNECTIONS}
+    assert rt.manager._api.rest_client.pool_manager.connector.limit == MANAGER_REQUEST_CONNECTIONS
 
 
 @pytest.mark.real_rig
