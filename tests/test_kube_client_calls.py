@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from dispatcher.config import KubeconfigRef
@@ -155,4 +156,36 @@ async def test_a_burst_reuses_a_few_connections_and_watches_never_take_the_reque
         for task in streams:
             task.cancel()
         await asyncio.gather(*streams, return_exceptions=True)
+        await client.close()
+
+
+async def test_probes_and_leases_never_wait_behind_busy_request_connections(
+    cluster: tuple[SimCluster, ClusterClient], tmp_path: Path
+) -> None:
+    """A worker whose request connections are all taken (a burst of copies to a slow server) still answers the
+    dispatcher's health probe and takes its fencing Lease renewal: those have connections of their own."""
+    sim, _ = cluster
+    path = tmp_path / "kubeconfig-one-connection"
+    path.write_text(json.dumps(sim.kubeconfig()))
+    client = await connect("busy", KubeconfigRef(path=str(path)), requests=1)
+    leases = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+    # A stream on the requests' only connection: every other request now waits for it.
+    held = await client._send(
+        "GET", CM.path("default"), query={"watch": "true"}, timeout=aiohttp.ClientTimeout(total=None)
+    )
+    try:
+        with pytest.raises(KubeError):
+            await client.request("GET", CM.path("default", "anything"), timeout=0.5)
+        assert await client.probe(timeout=5.0) is True
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "fencing"},
+            "spec": {"holderIdentity": "d", "leaseDurationSeconds": 20},
+        }
+        await client.create(leases, "default", lease, timeout=5.0)
+        renewed = await client.patch(leases, "default", "fencing", {"spec": {"holderIdentity": "e"}}, timeout=5.0)
+        assert renewed["spec"]["holderIdentity"] == "e"
+    finally:
+        held.release()
         await client.close()

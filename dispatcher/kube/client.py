@@ -30,7 +30,15 @@ from kubecommon import fastjson
 
 from ..config import KubeconfigRef
 
-__all__ = ["MANAGER_REQUEST_CONNECTIONS", "REQUEST_CONNECTIONS", "ClusterClient", "KubeError", "Resource", "connect"]
+__all__ = [
+    "CONTROL_CONNECTIONS",
+    "MANAGER_REQUEST_CONNECTIONS",
+    "REQUEST_CONNECTIONS",
+    "ClusterClient",
+    "KubeError",
+    "Resource",
+    "connect",
+]
 
 Obj = dict[str, Any]
 
@@ -116,11 +124,14 @@ class ClusterClient:
         *,
         timeout: float = 10.0,
         watch_session: aiohttp.ClientSession | None = None,
+        control_session: aiohttp.ClientSession | None = None,
     ) -> None:
         self.name = name
         self._api = api_client
         #: Watches' own session (see :func:`_own_sessions`); ``None``: they share the requests' session.
         self._watch_session = watch_session
+        #: Health probes' and Leases' own session (:func:`is_control_path`); ``None``: the requests' session.
+        self._control_session = control_session
         self.timeout = timeout
         #: Exponentially weighted mean of successful request latency, in seconds.
         self.latency = 0.0
@@ -138,8 +149,9 @@ class ClusterClient:
         return str(self._api.configuration.host)
 
     async def close(self) -> None:
-        if self._watch_session is not None:
-            await self._watch_session.close()
+        for session in (self._watch_session, self._control_session):
+            if session is not None:
+                await session.close()
         await self._api.close()
 
     def _observe(self, started: float, ok: bool) -> None:
@@ -177,6 +189,8 @@ class ClusterClient:
         it, the kubeconfig's proxy and TLS server name, and the body as JSON (orjson)."""
         if self.guard is not None and method != "GET":
             self.guard()
+        if session is None and self._control_session is not None and is_control_path(path):
+            session = self._control_session
         api, rest = self._api, self._api.rest_client
         cfg = api.configuration
         headers = {"Content-Type": content_type, "Accept": "application/json", **api.default_headers}
@@ -496,9 +510,21 @@ async def _read_secret_kubeconfig(manager: ClusterClient, ref: KubeconfigRef) ->
 #: one pool of 64 connections a cluster, about 600 were opened during the dispatch, with 8 for requests about 80.
 #: Eight bound a worker at 80 calls/s behind a 100 ms round trip, far above its one create and one delete per Job.
 REQUEST_CONNECTIONS = 8
+#: Connections for health probes and Leases per cluster (:func:`is_control_path`), apart from the requests'.
+CONTROL_CONNECTIONS = 2
 #: The manager takes about four calls per Job (status and annotation patches, Events) from every worker's Jobs
 #: together, and is one cluster: it keeps the wider pool, so a distant manager does not bound the dispatch rate.
 MANAGER_REQUEST_CONNECTIONS = 64
+
+
+def is_control_path(path: str) -> bool:
+    """Whether a call keeps this process's standing with the cluster: a health probe (``/readyz``, ``/livez``) or
+    a Lease (fencing renewals, leader election, agents' heartbeats).
+
+    These go on connections of their own and never queue behind a burst of copies on :data:`REQUEST_CONNECTIONS`:
+    a probe that waits there long enough marks a busy worker unhealthy (in the end Lost, and its workloads moved),
+    and a fencing renewal that waits past its deadline lets the worker's agent stop our copies there."""
+    return path.startswith(("/readyz", "/livez", "/apis/coordination.k8s.io/"))
 
 
 async def connect(
@@ -533,13 +559,16 @@ async def connect(
         ) from None
     cfg.connection_pool_maxsize = pool
     api = ApiClient(configuration=cfg)
-    watches = _own_sessions(api, cfg, requests if requests is not None else REQUEST_CONNECTIONS)
-    return ClusterClient(name, api, timeout=timeout, watch_session=watches)
+    watches, control = _own_sessions(api, cfg, requests if requests is not None else REQUEST_CONNECTIONS)
+    return ClusterClient(name, api, timeout=timeout, watch_session=watches, control_session=control)
 
 
-def _own_sessions(api: ApiClient, cfg: Configuration, requests: int) -> aiohttp.ClientSession:
+def _own_sessions(
+    api: ApiClient, cfg: Configuration, requests: int
+) -> tuple[aiohttp.ClientSession, aiohttp.ClientSession]:
     """Give the client HTTP sessions that do not consult the environment on every request: one for requests, with
-    at most ``requests`` connections, and one for watches (returned), on kubernetes_asyncio's connector.
+    at most ``requests`` connections, and (returned) one for watches, on kubernetes_asyncio's connector, and one for
+    probes and Leases with :data:`CONTROL_CONNECTIONS`.
 
     kubernetes_asyncio opens its session with ``trust_env=True``: aiohttp then looks up the proxy variables and
     parses ``~/.netrc`` in a worker thread for *every* request. Profiled on a 10,000-Job burst that was 15% of
@@ -566,4 +595,6 @@ def _own_sessions(api: ApiClient, cfg: Configuration, requests: int) -> aiohttp.
     # The watch session owns the old session's connector (its TLS context and pool limit); the old session is
     # dropped without closing, which would close the connector.
     old._connector = None
-    return aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
+    watches = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
+    control = aiohttp.TCPConnector(limit=CONTROL_CONNECTIONS, ssl=tls)
+    return watches, aiohttp.ClientSession(connector=control, trust_env=False)
