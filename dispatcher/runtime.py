@@ -318,13 +318,21 @@ class Runtime:
             delay = min(60.0, 2.0**refusals)
             if live.reported.get("refused") != exc.message:
                 live.reported["refused"] = exc.message
-                log.warning("the manager refused the report on %s (%s); trying again in %.0fs", live.key, exc, delay)
+                answer = exc.rejection() if exc.rejected else f"{exc.code} {exc.reason}: {exc.message}"
+                remedy = (
+                    "; grant the dispatcher's manager credentials the rights in deploy/rbac.yaml (patch of this kind "
+                    "and its status)"
+                    if exc.rejected
+                    else ""
+                )
+                why = "the manager refused the report on %s (%s); trying again in %.0fs%s"
+                log.warning(why, live.key, answer, delay, remedy)
                 self.emit(
                     live,
                     "Warning",
                     "ReportRefused",
-                    f"the dispatcher's update of this object was refused ({exc.code} {exc.reason}: {exc.message}); "
-                    f"its state and status here may lag the worker's until it is accepted (tried again with backoff)",
+                    f"the dispatcher's update of this object was refused ({answer}); its state and status here may lag "
+                    f"the worker's until it is accepted (tried again with backoff){remedy}",
                 )
             self.timers.add(time.monotonic() + delay, "resync", live.id, live.generation)
             return

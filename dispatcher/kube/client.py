@@ -508,7 +508,8 @@ async def _read_secret_kubeconfig(manager: ClusterClient, ref: KubeconfigRef) ->
 #: on both sides per new connection, and drops them again after the keep-alive time. client-go instead keeps one
 #: HTTP/2 connection per server. Measured on a 1,000-Job burst to 100 simulated workers (bench/RESULTS.md): with
 #: one pool of 64 connections a cluster, about 600 were opened during the dispatch, with 8 for requests about 80.
-#: Eight bound a worker at 80 calls/s behind a 100 ms round trip, far above its one create and one delete per Job.
+#: The bound this sets: 8 calls in flight per worker, e.g. 80 calls/s (40 Jobs/s: a create and a delete each) to
+#: one worker 100 ms away, 1,600/s to one 5 ms away. Only the manager, which every Job's calls reach, needs more.
 REQUEST_CONNECTIONS = 8
 #: Connections for health probes and Leases per cluster (:func:`is_control_path`), apart from the requests'.
 CONTROL_CONNECTIONS = 2
@@ -566,9 +567,10 @@ async def connect(
 def _own_sessions(
     api: ApiClient, cfg: Configuration, requests: int
 ) -> tuple[aiohttp.ClientSession, aiohttp.ClientSession]:
-    """Give the client HTTP sessions that do not consult the environment on every request: one for requests, with
-    at most ``requests`` connections, and (returned) one for watches, on kubernetes_asyncio's connector, and one for
-    probes and Leases with :data:`CONTROL_CONNECTIONS`.
+    """Give the client three HTTP sessions that do not consult the environment on every request, sharing
+    kubernetes_asyncio's TLS context: its own session is replaced by one for requests with at most ``requests``
+    connections; returned are the watches' session (on kubernetes_asyncio's connector and pool limit) and the
+    control session for probes and Leases (:data:`CONTROL_CONNECTIONS`).
 
     kubernetes_asyncio opens its session with ``trust_env=True``: aiohttp then looks up the proxy variables and
     parses ``~/.netrc`` in a worker thread for *every* request. Profiled on a 10,000-Job burst that was 15% of

@@ -108,11 +108,12 @@ class RefusingManager:
 
     def __init__(self) -> None:
         self.refusal: str | None = 'Job.batch "job-1" is invalid: status.uncountedTerminatedPods: Invalid value'
+        self.code = 422
         self.patches: list[Any] = []
 
     async def patch(self, res: Any, namespace: str, name: str, patch: Any, **_: Any) -> dict[str, Any]:
         if self.refusal is not None:
-            raise KubeError(422, "Invalid", self.refusal)
+            raise KubeError(self.code, "Invalid" if self.code == 422 else "Forbidden", self.refusal)
         self.patches.append(patch)
         return {}
 
@@ -150,6 +151,13 @@ async def test_a_refused_manager_write_is_said_once_per_answer_and_tried_again_w
     manager.refusal = "another reason"
     await rt.report(live, WorkloadState.RUNNING, "pods running", None)
     assert len(emitted) == 2 and "another reason" in emitted[1][2], "a new answer is said again"
+
+    # Refused rights: the Event says which and what to grant.
+    manager.refusal = 'jobs.batch "job-1" is forbidden: User "dispatcher" cannot patch resource "jobs/status"'
+    manager.code = 403
+    await rt.report(live, WorkloadState.RUNNING, "pods running", None)
+    assert len(emitted) == 3 and f"Forbidden: {manager.refusal}" in emitted[2][2]
+    assert "deploy/rbac.yaml" in emitted[2][2] and "deploy/rbac.yaml" not in emitted[1][2]
 
     manager.refusal = None
     await rt.report(live, WorkloadState.RUNNING, "pods running", None)
