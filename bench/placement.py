@@ -8,6 +8,11 @@ round (``Dispatcher._place_round`` without the SQL): take the best pending workl
 :class:`PendingQueue`, ask the engine for a decision over every worker, reserve the winner's capacity or park
 the workload's group. A decision is one ``decide`` call; the figure is decisions per second over the run.
 
+The process's cyclic GC runs as the dispatcher's does once started (``kubecommon.gcpolicy.settle``: what exists
+when the loop starts, the workers' capacity and the pending workloads, is frozen out of the collector's sight, and
+young objects are collected in batches). Until 2026-11-28 the loop ran under CPython's default thresholds, whose
+collections walked the whole heap of workers and workloads: figures before that date are lower for that reason too.
+
 Workers do not admit anything during the run (no Kueue), so ``maxInFlight`` is set above the number of
 workloads: the engine keeps every reservation, as it would for copies the workers have not admitted yet.
 
@@ -47,6 +52,7 @@ from dispatcher.placement.queue import PendingQueue
 from dispatcher.placement.worker import WorkerCapacity
 from dispatcher.placement.workload import PendingWorkload
 from dispatcher.quantity import parse_quantity
+from kubecommon import gcpolicy
 
 Obj = dict[str, Any]
 TEAMS = ("team-a", "team-b")
@@ -231,9 +237,12 @@ def run_decisions(
     for live in lives:
         queue.push(live.pending())
     by_name = {w.name: w for w in workers}
+    # One tuple of the workers, as a placement round passes to each of its decisions (up to 200 per round in the
+    # service, which builds a new tuple per round).
+    fleet = tuple(workers)
     placed = parked = 0
     prof = cProfile.Profile() if profile else None
-    gc.collect()
+    gcpolicy.settle()  # as `dispatcher run` does once started
     start = time.perf_counter()
     if prof is not None:
         prof.enable()
@@ -241,7 +250,7 @@ def run_decisions(
         wl = queue.next()
         if wl is None:
             break
-        decision = engine.decide(wl, workers)
+        decision = engine.decide(wl, fleet)
         if decision.chosen is None:
             queue.park(wl)
             parked += 1
@@ -250,6 +259,7 @@ def run_decisions(
         queue.remove(wl.id)
         placed += 1
     elapsed = time.perf_counter() - start
+    gc.unfreeze()  # the next run's collection may free this one's workers
     if prof is not None and profile:
         prof.disable()
         prof.dump_stats(profile)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -116,7 +117,7 @@ class Races:
 
     # -- deciding ------------------------------------------------------------------------------------------
 
-    def nominate(self, decision: Decision, workers: list[WorkerCapacity]) -> list[str]:
+    def nominate(self, decision: Decision, workers: Sequence[WorkerCapacity]) -> list[str]:
         if self.strategy == "incremental":
             return incremental.nominate(decision, workers, (), self.svc.policy.incremental_round)
         return allatonce.nominate(decision, workers)

@@ -279,13 +279,14 @@ class Runtime:
         """Apply one guarded transition in a transaction shared with the steps finishing at the same time."""
         return await self.batcher.apply(transition)
 
-    def workers(self) -> list[WorkerCapacity]:
-        """Every worker's capacity view, with its client's latest latency."""
+    def workers(self) -> tuple[WorkerCapacity, ...]:
+        """Every worker's capacity view, with its client's latest latency. A tuple: the placement engine knows the
+        fleet is unchanged while it is passed the same one (a placement round passes one to all its decisions)."""
         for name, cap in self.capacities.items():
             client = self.clients.get(name)
             if client is not None:
                 cap.latency = client.latency
-        return list(self.capacities.values())
+        return tuple(self.capacities.values())
 
     def arm_admission_timer(self, live: Live) -> None:
         self.timers.add(time.monotonic() + self.policy.admission_timeout, "admission", live.id, live.generation)

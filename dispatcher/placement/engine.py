@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,7 +37,7 @@ from .evaluation import Evaluator
 from .kueue.revalidate import FitCheck, fits_as_before
 from .scoring import best_two, score_verdict, summary
 from .verdicts import GpuFitter, Obj, Verdict, _Fleet, _gpu_version, _ShapeCache, _Slot
-from .worker import JOURNAL, Reservation, WorkerCapacity
+from .worker import JOURNAL, RESCORE, Reservation, WorkerCapacity
 from .workload import PendingWorkload
 
 # PendingWorkload is defined in .workload; it is named here too because the service imports it from the engine.
@@ -86,6 +87,8 @@ class PlacementEngine(Evaluator):
 
     * a change that only added one of our reservations in another quota tree (and took no GPUs, or the shape
       wants none) leaves the verdict as it is;
+    * a change of the worker's scores alone (:data:`~.worker.RESCORE`: its API latency) re-validates every
+      verdict of the worker, as below;
     * one in the same tree re-validates a ``Fit`` verdict cell by cell (``kueue.flavors.fits_as_before``) and, when GPUs
       changed, fits the GPUs again (cached per worker);
     * anything else evaluates it again.
@@ -177,15 +180,24 @@ class PlacementEngine(Evaluator):
         return verdict, checks
 
     def _fleet_of(self, workers: Sequence[WorkerCapacity]) -> _Fleet:
-        ids = tuple(map(id, workers))
+        """The fleet for ``workers``: the last one when it holds the same workers, in the same order.
+
+        The service passes one tuple per placement round (``Runtime.workers``), so this compares the workers one
+        by one once per round, not once per decision: at 1,000 workers that walk touched every worker and was a
+        tenth of a decision's time."""
         fleet = self._fleet
-        if fleet is not None and fleet.ids == ids:
-            return fleet
+        if fleet is not None:
+            if workers is fleet.source and type(workers) is tuple:
+                return fleet
+            known = fleet.workers
+            if len(workers) == len(known) and all(map(operator.is_, workers, known)):
+                fleet.source = workers
+                return fleet
         listed = list(workers)
         top = max((w.weight for w in listed), default=1.0) or 1.0
         fleet = self._fleet = _Fleet(
             generation=fleet.generation + 1 if fleet is not None else 0,
-            ids=ids,
+            source=workers,
             workers=listed,
             members={w.name: w for w in listed},
             index={w.name: i for i, w in enumerate(listed)},
@@ -257,7 +269,9 @@ class PlacementEngine(Evaluator):
             if slot is None or slot.worker is not w or name in relevant:
                 continue  # not in the fleet, or already to be refreshed
             root = slot.root
-            if scope is None or (root is not None and (scope[0] == root or (scope[1] and wants_gpu))):
+            if scope is None or (
+                root is not None and (scope is RESCORE or scope[0] == root or (scope[1] and wants_gpu))
+            ):
                 relevant[name] = slot
             else:
                 unaffected[name] = slot

@@ -34,7 +34,7 @@ from .kueue.revalidate import FitCheck, fit_checks
 from .kueue.workloads import PodSetRequest, pod_requests
 from .partial import PartialAdmission, can_be_partially_admitted, partial_counts
 from .verdicts import GpuFitter, GpuVerdict, Verdict, _ShapeCache
-from .worker import WorkerCapacity
+from .worker import WorkerCapacity, latency_term
 from .workload import PendingWorkload, PodSetSpec
 
 __all__ = ["Evaluator"]
@@ -380,7 +380,7 @@ class Evaluator:
         terms = {
             "quotaHeadroom": (share + 1.0) / 2.0,
             "backlog": 1.0 / (1.0 + w.pending_by_cq.get(cq, 0) / 10.0),
-            "latency": 1.0 / (1.0 + w.latency / 0.1),
+            "latency": latency_term(w.latency),
         }
         if v.gpu is not None:
             terms["vgpuFit"] = v.gpu.score

@@ -163,7 +163,8 @@ class _Fleet:
     """The workers decisions are made over (the sequence last passed to :meth:`PlacementEngine.decide`)."""
 
     generation: int
-    ids: tuple[int, ...]
+    #: The sequence last passed: when it is that very tuple again, the fleet is the same (a tuple cannot change).
+    source: Sequence[WorkerCapacity]
     workers: list[WorkerCapacity]
     members: dict[str, WorkerCapacity]
     index: dict[str, int]

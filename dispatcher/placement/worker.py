@@ -32,13 +32,36 @@ from .kueue.topology import TASUsage, TopologySpec
 from .kueue.tree import QuotaTree
 from .kueue.workloads import AdmittedWorkload, pod_requests
 
-__all__ = ["JOURNAL", "ChangeJournal", "NodeInfo", "Reservation", "Scope", "WorkerCapacity"]
+__all__ = [
+    "JOURNAL",
+    "LATENCY_TERM_STEP",
+    "RESCORE",
+    "ChangeJournal",
+    "NodeInfo",
+    "Reservation",
+    "Scope",
+    "WorkerCapacity",
+    "latency_term",
+]
 
 Obj = dict[str, Any]
 
 #: What a change that only added one of our reservations can have affected: the root of the quota tree it
 #: used (``cq/<name>`` or ``cohort/<name>``) and whether it took HAMi GPUs. ``None``: anything.
 Scope = tuple[str, bool] | None
+
+#: The scope of a change that moves only the worker's scores (its API latency): every verdict of the worker is scored
+#: again, none is assigned again.
+RESCORE: Scope = ("*", False)
+
+#: How far the ``latency`` score term must move before the worker's verdicts are scored again (see
+#: :attr:`WorkerCapacity.latency`).
+LATENCY_TERM_STEP = 0.02
+
+
+def latency_term(seconds: float) -> float:
+    """The ``latency`` score term: ``1 / (1 + seconds / 0.1)``."""
+    return 1.0 / (1.0 + seconds / 0.1)
 
 
 class ChangeJournal:
@@ -145,7 +168,7 @@ class WorkerCapacity:
         self._synced = False
         #: Workload kinds whose resource the cluster does not serve (no CRD): never placed there.
         self.unserved_kinds: set[str] = set()
-        self.latency = 0.0
+        self._latency = 0.0
         self.tree = QuotaTree()
         self.cluster_queues: dict[str, ClusterQueueSpec] = {}
         self.cohorts: dict[str, CohortSpec] = {}
@@ -198,6 +221,21 @@ class WorkerCapacity:
         if value != self._health:
             self._health = value
             self.touch()
+
+    @property
+    def latency(self) -> float:
+        """The API latency (seconds) the worker's verdicts are scored with.
+
+        The client's estimate moves with every call. Setting it is a change only once the ``latency`` term it gives
+        moved by :data:`LATENCY_TERM_STEP` or more since the value kept here; then every verdict of the worker is
+        scored again (:data:`RESCORE`), so a cached verdict never keeps a latency the worker no longer has."""
+        return self._latency
+
+    @latency.setter
+    def latency(self, value: float) -> None:
+        if value != self._latency and abs(latency_term(value) - latency_term(self._latency)) >= LATENCY_TERM_STEP:
+            self._latency = value
+            self.touch(RESCORE)
 
     @property
     def priority_classes(self) -> frozenset[str] | None:

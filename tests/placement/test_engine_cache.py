@@ -23,7 +23,7 @@ from dispatcher.placement.gpu import HamiFitter, WorkerGpus, sync_worker
 from dispatcher.placement.hami.names import HANDSHAKE_ANNOTATION, REGISTER_ANNOTATION
 from dispatcher.placement.hami.nodecodec import encode_node_devices, register_device
 from dispatcher.placement.kueue.specs import Toleration
-from dispatcher.placement.worker import JOURNAL, WorkerCapacity
+from dispatcher.placement.worker import JOURNAL, WorkerCapacity, latency_term
 from dispatcher.placement.workload import PendingWorkload, PodSetSpec
 
 Obj = dict[str, Any]
@@ -235,6 +235,7 @@ def _snapshot(d: Decision) -> tuple[Any, ...]:
 @pytest.mark.parametrize("seed", range(12))
 def test_incremental_decisions_equal_fresh_evaluation(seed: int) -> None:
     rng = random.Random(seed)
+    side = random.Random(-seed)  # its own stream, so the other steps' draws stay as they were
     workers = [
         _worker("cpu-a", gpu=False, cohort=True),
         _worker("gpu-b", gpu=True, cohort=False),
@@ -278,6 +279,8 @@ def test_incremental_decisions_equal_fresh_evaluation(seed: int) -> None:
                 w.health = "Suspect" if w.health == "Ready" else "Ready"
             else:
                 w.cordoned = not w.cordoned
+            if side.random() < 0.6:  # the client's latency estimate moves: scores change, assignments do not
+                side.choice(workers).latency = side.choice([0.0, 0.004, 0.05, 0.3])
         elif roll < 0.98:
             w.node_event("MODIFIED", _cpu_node(f"{w.name}-cpu", cpu=rng.choice(["2", "16"])))
         else:
@@ -289,6 +292,31 @@ def test_incremental_decisions_equal_fresh_evaluation(seed: int) -> None:
     kinds["revalidated"] = engine.revalidations
     # The run exercised what it is about: placements, and Fit verdicts re-validated rather than evaluated.
     assert kinds["placed"] > 25 and kinds["revalidated"] > 8, kinds
+
+
+def test_a_latency_that_moves_its_term_rescores_the_worker_and_jitter_does_not() -> None:
+    """The runtime sets each worker's latency from its client before every placement round. A cached verdict must
+    not keep a latency the worker no longer has (it did: the setting was no change), and a jitter too small to move
+    the term must not throw every verdict of the worker away."""
+    workers = [_worker("cpu-a", gpu=False, cohort=False), _worker("cpu-d", gpu=False, cohort=False)]
+    engine = PlacementEngine(Policy(), None)
+    wl = _workload(random.Random(1))
+    wl.selector, wl.excluded, wl.kind = None, frozenset(), ""
+    wl.pod_sets = SHAPES[0]
+    first = engine.decide(wl, workers)
+    assert first.chosen is not None and first.chosen.cluster == "cpu-a"  # a tie on score, first by name
+    a = workers[0]
+    version = a.version
+    a.latency = 0.001  # moves the term by 0.0099
+    assert (a.version, a.latency) == (version, 0.0)
+    a.latency = 0.05
+    assert a.version > version and a.base_version < a.version and a.latency == 0.05
+    evaluations = engine.evaluations
+    again = engine.decide(wl, workers)
+    mine = next(v for v in again.verdicts if v.cluster == "cpu-a")
+    assert mine.terms["latency"] == latency_term(0.05) < 1.0
+    assert again.chosen is not None and again.chosen.cluster == "cpu-d"
+    assert engine.evaluations == evaluations  # scored again, not assigned again
 
 
 def test_a_journal_that_dropped_entries_makes_the_engine_look_at_every_worker() -> None:
