@@ -111,6 +111,8 @@ class WorkerGpus:
         self.version = 0
         #: Every node with the register annotation, usable or not.
         self._nodes: dict[str, _GpuNode] = {}
+        #: How many of them offer usable GPUs (read by every fit: kept, not counted each time).
+        self._offering = 0
         #: Pod uid -> (node, allocation) for pods HAMi counts.
         self._pods: dict[str, tuple[str, PodAllocation]] = {}
         self._pods_by_node: dict[str, dict[str, PodAllocation]] = {}
@@ -187,6 +189,7 @@ class WorkerGpus:
             del self._nodes[name]
         else:
             self._nodes[name] = new
+        self._offering += _offers(new) - _offers(old)
         if (old is None or old.problem is not None) and (new is None or new.problem is not None):
             # Neither version offers GPUs: only the unusable-node report changed.
             self.version += 1
@@ -268,7 +271,7 @@ class WorkerGpus:
     @property
     def has_gpus(self) -> bool:
         """Whether any node offers usable HAMi GPUs."""
-        return any(n.problem is None and n.devices for n in self._nodes.values())
+        return self._offering > 0
 
     def _node_usage(self, node: _GpuNode) -> list[DeviceUsage]:
         usage = node_usage(node.devices, self._pods_by_node.get(node.name, {}).values())
@@ -377,6 +380,11 @@ class WorkerGpus:
         if len(self._fit_cache) >= _FIT_CACHE_LIMIT:
             self._fit_cache.clear()
         self._fit_cache[key] = verdict
+
+
+def _offers(node: _GpuNode | None) -> int:
+    """1 when the node offers usable GPUs (a decoded register annotation with devices, no problem), else 0."""
+    return 1 if node is not None and node.problem is None and node.devices else 0
 
 
 def _nodes_of(*entries: tuple[str, PodAllocation] | None) -> set[str]:

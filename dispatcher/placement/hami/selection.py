@@ -151,10 +151,11 @@ class PreparedPod:
     requests: tuple[ContainerRequest | None, ...]
     num_init: int
     selectors: PodSelectors
+    #: Whether any container asks HAMi for a device (kept: every fit reads it).
+    has_request: bool = field(init=False, compare=False, repr=False)
 
-    @property
-    def has_request(self) -> bool:
-        return any(r is not None for r in self.requests)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "has_request", any(r is not None for r in self.requests))
 
 
 def prepare_pod(
