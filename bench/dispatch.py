@@ -173,17 +173,22 @@ def _proc_cpu(pid: int) -> float:
         return 0.0
 
 
+def _each(phase: dict[str, Any]) -> str:
+    """Every simulator process's share of a core in a phase, as ``1%/72%/66%`` (sim.json's order)."""
+    return "/".join(f"{x:.0%}" for x in phase.get("sim_busy_each", ()))
+
+
 class Cpu:
     """CPU used over a phase by this process (the dispatcher, or the floor) and by the simulated clusters:
     ``sim_cpu_busy`` is the cores its processes used together, ``sim_busiest`` the busiest one's share of a core
-    (what says whether the simulator paced the phase)."""
+    (what says whether the simulator paced the phase), ``sim_busy_each`` every one's."""
 
     def __init__(self, sim_pids: list[int]) -> None:
         self.sim_pids = sim_pids
         self.own = time.process_time()
         self.sim = {pid: _proc_cpu(pid) for pid in sim_pids}
 
-    def per_job(self, n: int, seconds: float) -> dict[str, float]:
+    def per_job(self, n: int, seconds: float) -> dict[str, Any]:
         own = time.process_time() - self.own
         used = [_proc_cpu(pid) - before for pid, before in self.sim.items()]
         return {
@@ -191,6 +196,9 @@ class Cpu:
             "cpu_busy": own / seconds if seconds else 0.0,
             "sim_cpu_busy": sum(used) / seconds if seconds else 0.0,
             "sim_busiest": max(used, default=0.0) / seconds if seconds else 0.0,
+            # Each process's share of a core, in the order sim.json names them (a sharded simulator: the
+            # coordinator, then shard 0, which also runs the manager, then the others).
+            "sim_busy_each": [round(u / seconds, 3) if seconds else 0.0 for u in used],
         }
 
 
@@ -290,7 +298,7 @@ class Bench:
         await asyncio.sleep(seconds)
         return (time.process_time() - before) / (time.monotonic() - start)
 
-    async def throughput(self, prefix: str, n: int) -> dict[str, float]:
+    async def throughput(self, prefix: str, n: int) -> dict[str, Any]:
         names = [f"{prefix}-{i:05d}" for i in range(n)]
         self.hold(True)
         await _submit(self.manager, names, labelled=True)
@@ -364,7 +372,7 @@ async def _with_retries(call: Callable[[], Awaitable[Any]], *, created: bool = F
 
 async def floor(
     config: DispatcherConfig, prefix: str, n: int, concurrency: int, sim_pids: list[int], submitter: KubeconfigRef
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """The API calls alone: create each copy on a worker (round robin), patch the manager Job (with the
     dispatcher's credentials; the jobs are submitted with ``submitter``'s beforehand)."""
     manager = await connect("floor-manager", config.manager)
@@ -464,10 +472,11 @@ async def _measure_size(
                     f"{disp['cpu_ms_per_job_above_idle']:.2f} above idle; whole life {disp['life_seconds']:.1f}s, "
                     f"{disp['cpu_ms_per_job_life']:.2f} ms CPU/job, "
                     f"{disp['cpu_ms_per_job_life_above_idle']:.2f} above idle; busy "
-                    f"{disp['cpu_busy']:.0%}, sim {disp['sim_cpu_busy']:.0%}, busiest {disp['sim_busiest']:.0%}), "
+                    f"{disp['cpu_busy']:.0%}, sim {disp['sim_cpu_busy']:.0%}, busiest {disp['sim_busiest']:.0%}, "
+                    f"each {_each(disp)}), "
                     f"floor {flo['placed_per_second']:.0f}/s ({flo['seconds']:.2f}s, {flo['cpu_ms_per_job']:.2f} ms "
                     f"CPU/job, busy {flo['cpu_busy']:.0%}, sim {flo['sim_cpu_busy']:.0%}, "
-                    f"busiest {flo['sim_busiest']:.0%}), ratio {ratio:.2f}"
+                    f"busiest {flo['sim_busiest']:.0%}, each {_each(flo)}), ratio {ratio:.2f}"
                 )
             rate = median([p[0]["placed_per_second"] for p in pairs])
             out[str(n)] = {
@@ -486,7 +495,12 @@ async def _measure_size(
                 "floor_sim_cpu_busy": round(median([p[1]["sim_cpu_busy"] for p in pairs]), 2),
                 "sim_busiest": round(median([p[0]["sim_busiest"] for p in pairs]), 2),
                 "runs": [
-                    {"dispatcher": round(a["placed_per_second"], 1), "floor": round(b["placed_per_second"], 1)}
+                    {
+                        "dispatcher": round(a["placed_per_second"], 1),
+                        "floor": round(b["placed_per_second"], 1),
+                        "sim_busy_each": a["sim_busy_each"],
+                        "floor_sim_busy_each": b["sim_busy_each"],
+                    }
                     for a, b, _ in pairs
                 ],
             }
