@@ -345,6 +345,8 @@ def fit_pod_set(
     spread = prepared.selectors.node_policy == POLICY_SPREAD
     mutex = ctx.mutex
     overlay: dict[str, _NodeState] = {}
+    #: node -> its devices with the pods placed so far (``overlay`` holds them too, but not after the last pod)
+    after: dict[str, tuple[DeviceUsage, ...]] = {}
     chosen: list[str] = []
     devices: list[list[list[ContainerDevice]]] = []
     q = quota
@@ -362,14 +364,16 @@ def fit_pod_set(
                 break
         if found is None:
             reason = _failure_reason(inv, overlay, ctx, q, k, count)
-            return PodSetFit(False, chosen, devices, reason, 0.0, k, {n: s.devices for n, s in overlay.items()})
+            return PodSetFit(False, chosen, devices, reason, 0.0, k, after)
         name, st, fit = found
         new_devices = _apply_pod(st.devices, fit.hami_devices, ctx.num_init)
-        overlay[name] = _NodeState.of(st.ctx, new_devices)
+        after[name] = new_devices
+        if k < count - 1:  # the next pod needs the node's new score and summary; after the last, only its usage
+            overlay[name] = _NodeState.of(st.ctx, new_devices)
         if q is not None:
             q = q.plus(*pod_quota_usage(fit.hami_devices, ctx.num_init))
         chosen.append(name)
         devices.append(fit.hami_devices)
     distinct = dict.fromkeys(chosen)
-    score = sum(utilisation(overlay[n].devices) for n in distinct) / len(distinct)
-    return PodSetFit(True, chosen, devices, "", score, count, {n: s.devices for n, s in overlay.items()})
+    score = sum(utilisation(after[n]) for n in distinct) / len(distinct)
+    return PodSetFit(True, chosen, devices, "", score, count, after)
