@@ -12,12 +12,15 @@ so that a test makes the gap visible.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
+
+from .celpaths import Paths, project, read_paths
 
 if TYPE_CHECKING:
     from .model import Node, Schemas
@@ -332,6 +335,25 @@ def evaluate(rules: Sequence[CompiledRule], value: Any, old: Any, has_old: bool)
     """
     if _cel is None:
         return
+    paths = _read_paths(rules)
+    if paths is None:
+        yield from _evaluate(rules, value, old, has_old)
+        return
+    # Hand over only what the rules read: converting the value is the main cost.
+    outcomes = _evaluate(rules, project(value, paths), project(old, paths) if has_old else old, has_old)
+    if CHECK_PROJECTION:
+        projected = list(outcomes)
+        if projected != list(_evaluate(rules, value, old, has_old)):
+            raise AssertionError(f"the projected value answers otherwise: {paths!r}")
+        outcomes = iter(projected)
+    yield from outcomes
+
+
+#: Tests set this (or KUBESIM_CEL_CHECK=1): every evaluation also runs on the whole value and must answer the same.
+CHECK_PROJECTION = os.environ.get("KUBESIM_CEL_CHECK") == "1"
+
+
+def _evaluate(rules: Sequence[CompiledRule], value: Any, old: Any, has_old: bool) -> Iterator[Outcome]:
     contexts: dict[bool, Any] = {}
     for rule in rules:
         if not rule.enforced:
@@ -367,6 +389,20 @@ def evaluate(rules: Sequence[CompiledRule], value: Any, old: Any, has_old: bool)
             message = rule.message.strip() if rule.message and rule.message.strip() else None
             message = message or f"failed rule: {_rule_text(rule)}"
         yield Outcome(rule, False, message=message)
+
+
+#: id(rules) -> (the rules, what they read of self and oldSelf; None: all of it). Rules live as long as the schema.
+_PATHS: dict[int, tuple[Sequence[CompiledRule], Paths | None]] = {}
+
+
+def _read_paths(rules: Sequence[CompiledRule]) -> Paths | None:
+    known = _PATHS.get(id(rules))
+    if known is not None and known[0] is rules:
+        return known[1]
+    texts = [t for r in rules if r.enforced for t in (r.rule, r.message_expression) if t]
+    paths = read_paths(texts)
+    _PATHS[id(rules)] = (rules, paths)
+    return paths
 
 
 def _rule_text(rule: CompiledRule) -> str:

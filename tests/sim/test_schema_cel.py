@@ -8,13 +8,19 @@ from typing import Any
 import pytest
 
 from kubesim.errors import ApiError
-from kubesim.schema import KindSchema, Schemas
+from kubesim.schema import KindSchema, Schemas, cel
 from kubesim.schema.cel import compile_rules, evaluate, unenforced_rules
 
 #: Rules the simulator does not enforce (apiVersion, kind, path, rule, why). Empty: every rule of the shipped
 #: CRDs compiles with the evaluator and uses only supported functions. A CRD update that adds a rule needing
 #: e.g. ``quantity()`` or ``url()`` shows up here.
 EXPECTED_UNENFORCED: list[tuple[str, str, str, str, str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _check_projection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every rule evaluated in these tests also runs on the whole value, and must answer the same."""
+    monkeypatch.setattr(cel, "CHECK_PROJECTION", True)
 
 
 def _invalid(schema: KindSchema, body: dict[str, Any], **kw: Any) -> ApiError:

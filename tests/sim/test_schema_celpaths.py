@@ -1,0 +1,139 @@
+"""What CEL rules read of ``self`` (:mod:`kubesim.schema.celpaths`): only that is handed to the evaluator."""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import pytest
+
+from kubesim.schema import Schemas, cel
+from kubesim.schema.cel import evaluate
+from kubesim.schema.celpaths import ALL, project, read_paths
+
+ALL_OF = {ALL: True}
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "self == oldSelf",  # self on its own
+        "self.?spec.orValue(1) == 1",  # optional field
+        "self.a.all(k, v, v > 0)",  # a two-variable comprehension
+        "self.a.map(x, x.b).all(y, self[y] > 0)",  # self indexed
+    ],
+)
+def test_what_the_reader_does_not_follow_keeps_everything(rule: str) -> None:
+    assert read_paths([rule]) is None
+
+
+def test_chains_macros_size_and_has() -> None:
+    paths = read_paths(
+        [
+            "has(self.status) && self.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')",
+            "size(self.spec.podSets) == size(oldSelf.status.admission.podSetAssignments)",
+            "self.spec.name.startsWith('x') && 'self.spec.secret' != ''",
+        ]
+    )
+    assert paths == {
+        "status": {
+            "conditions": {"*size*": True, "*each*": {"type": ALL_OF, "status": ALL_OF}},
+            "admission": {"podSetAssignments": {"*size*": True}},
+        },
+        "spec": {"podSets": {"*size*": True}, "name": ALL_OF},
+    }
+
+
+def test_a_filtered_list_read_further_keeps_its_elements() -> None:
+    assert read_paths(["self.a.filter(x, x.t == 'A').size() == 1"]) == {"a": {"*size*": True, "*each*": {"t": ALL_OF}}}
+    assert read_paths(["self.a.filter(x, x.t == 'A')[0].n == 'b'"]) == {"a": ALL_OF}
+    assert read_paths(["self.m.all(k, self.m[k].v > 0)"]) == {"m": {"*size*": True, ALL: True}}
+
+
+def test_project_keeps_keys_lengths_and_read_values() -> None:
+    paths = read_paths(["has(self.status) && size(self.spec.podSets) == 1 && self.spec.queue == 'q'"])
+    assert paths is not None
+    value = {
+        "spec": {"queue": "q", "podSets": [{"name": "a", "template": {"big": 1}}, {"name": "b"}], "other": 1},
+        "status": {"conditions": [{"type": "x"}]},
+    }
+    assert project(value, paths) == {"spec": {"queue": "q", "podSets": [None, None]}, "status": {}}
+    assert project({"spec": {}}, paths) == {"spec": {}}  # missing stays missing
+
+
+def _rule_sets(node: Any, seen: set[int]) -> list[Any]:
+    """Every node under ``node`` (itself included) that has CEL rules."""
+    if id(node) in seen:
+        return []
+    seen.add(id(node))
+    out = [node] if node.compiled_rules() else []
+    children = [*node.properties.values(), node.items]
+    if not isinstance(node.additional_properties, bool):
+        children.append(node.additional_properties)
+    for child in children:
+        if child is not None:
+            out += _rule_sets(child, seen)
+    return out
+
+
+def test_every_shipped_rule_set_is_read() -> None:
+    """The reader follows most rule sets of the shipped CRDs (the rest are kept whole), crashes on none, and reads
+    the Workload root, the costly one, down to the few fields its rules use."""
+    schemas = Schemas.load()
+    seen: set[int] = set()
+    nodes = []
+    for info in schemas.kinds():
+        kind = schemas.get(info.group, info.version, info.kind)
+        if not kind.builtin:
+            nodes += _rule_sets(kind.root, seen)
+    read = [read_paths([r.rule for r in node.compiled_rules() if r.enforced]) for node in nodes]
+    assert len(read) > 40 and sum(p is not None for p in read) > len(read) // 2
+    root = schemas.get("kueue.x-k8s.io", "v1beta2", "Workload").root
+    paths = read_paths([r.rule for r in root.compiled_rules()])
+    assert paths is not None and set(paths["spec"]) == {
+        "podSets",
+        "priorityClassRef",
+        "queueName",
+        "maximumExecutionTimeSeconds",
+    }
+    assert paths["spec"]["podSets"] == {"*size*": True}  # not the pod templates
+
+
+def _workload(rng: random.Random) -> dict[str, Any]:
+    conditions = [
+        {"type": t, "status": rng.choice(["True", "False"]), "reason": "R", "message": "m"}
+        for t in rng.sample(["QuotaReserved", "Admitted", "Finished", "Evicted"], rng.randrange(0, 4))
+    ]
+    count = rng.randrange(1, 3)
+    wl: dict[str, Any] = {
+        "spec": {
+            "queueName": rng.choice(["a", "b"]),
+            "podSets": [{"name": f"p{i}", "count": 1, "template": {"spec": {"containers": []}}} for i in range(count)],
+        }
+    }
+    if rng.random() < 0.5:
+        wl["spec"]["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "p"}
+    if rng.random() < 0.5:
+        wl["spec"]["maximumExecutionTimeSeconds"] = rng.choice([10, 20])
+    if rng.random() < 0.8:
+        wl["status"] = {"conditions": conditions}
+        if rng.random() < 0.6:
+            n = rng.choice([count, count + 1])
+            wl["status"]["admission"] = {"clusterQueue": "cq", "podSetAssignments": [{"name": "x"}] * n}
+    return wl
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_workload_rules_answer_the_same_on_the_projected_values(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cel, "CHECK_PROJECTION", True)
+    rules = Schemas.load().get("kueue.x-k8s.io", "v1beta2", "Workload").root.compiled_rules()
+    rng = random.Random(seed)
+    failed = 0
+    for _ in range(150):
+        new, old = _workload(rng), _workload(rng)
+        if rng.random() < 0.5:
+            new = copy.deepcopy(old)
+            new.setdefault("status", {})["conditions"] = [{"type": "QuotaReserved", "status": "True"}]
+        failed += sum(not o.passed for o in evaluate(rules, new, old, True))
+    assert failed > 10  # both answers came up, and each time the projection agreed (CHECK_PROJECTION)
