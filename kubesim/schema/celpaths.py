@@ -34,7 +34,7 @@ Paths = dict[str, Any]
 
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
 _TOKEN = re.compile(
-    r"""\s+|(?P<str>[rRbB]{0,2}('''.*?'''|\"\"\".*?\"\"\"|'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*"))"""
+    r"""\s+|//[^\n]*|(?P<str>[rRbB]{0,2}('''.*?'''|\"\"\".*?\"\"\"|'(?:\\.|[^'\\])*'|"(?:\\.|[^"\\])*"))"""
     r"""|(?P<num>\d[\w.]*)|(?P<id>[A-Za-z_]\w*)|(?P<op>\.\?|&&|\|\||[=!<>]=|[-+*/%!<>?:.,()\[\]{}])""",
     re.S,
 )
@@ -54,7 +54,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
         pos = m.end()
         kind = m.lastgroup
         if kind is None:
-            continue  # whitespace
+            continue  # whitespace or a comment
         out.append(("str" if kind == "str" else kind, m.group(kind)))
     return out
 

@@ -45,6 +45,11 @@ def test_chains_macros_size_and_has() -> None:
     }
 
 
+def test_comments_are_not_read() -> None:
+    rule = "self.a.all(x, x.b > 0) // don't read (self.c\n && self.d == 1"
+    assert read_paths([rule]) == {"a": {"*size*": True, "*each*": {"b": ALL_OF}}, "d": ALL_OF}
+
+
 def test_a_filtered_list_read_further_keeps_its_elements() -> None:
     assert read_paths(["self.a.filter(x, x.t == 'A').size() == 1"]) == {"a": {"*size*": True, "*each*": {"t": ALL_OF}}}
     assert read_paths(["self.a.filter(x, x.t == 'A')[0].n == 'b'"]) == {"a": ALL_OF}
