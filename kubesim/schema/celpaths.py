@@ -171,9 +171,11 @@ def project(value: Any, trie: Paths) -> Any:
         return value
     if isinstance(value, dict):
         if trie.get(_SIZE) or _EACH in trie:
+            if any(k in trie for k in value):
+                return value  # read as a whole (its size, each of its values) and by name: kept whole
             each = trie.get(_EACH)
             if each is None:
-                return dict.fromkeys(value) if not any(k in trie for k in value) else dict(value)
+                return dict.fromkeys(value)
             return {k: project(v, each) for k, v in value.items()}
         return {k: project(value[k], sub) for k, sub in trie.items() if k in value}
     if isinstance(value, list):

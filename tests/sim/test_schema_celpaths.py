@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from kubesim.schema import Schemas, cel
-from kubesim.schema.cel import evaluate
+from kubesim.schema.cel import compile_rules, evaluate
 from kubesim.schema.celpaths import ALL, project, read_paths
 
 ALL_OF = {ALL: True}
@@ -43,6 +43,15 @@ def test_chains_macros_size_and_has() -> None:
         },
         "spec": {"podSets": {"*size*": True}, "name": ALL_OF},
     }
+
+
+def test_a_map_iterated_and_read_by_name_is_kept_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cel, "CHECK_PROJECTION", True)
+    rules = compile_rules([{"rule": "self.m.all(k, size(k) < 9)"}, {"rule": "self.m.foo.bar == 1"}])
+    paths = read_paths([r.rule for r in rules])
+    value = {"m": {"foo": {"bar": 1, "baz": 2}, "other": {"bar": 3}}}
+    assert paths is not None and project(value, paths) == value
+    assert [o.passed for o in evaluate(rules, value, None, False)] == [True, True]
 
 
 def test_comments_are_not_read() -> None:
