@@ -343,10 +343,22 @@ def evaluate(rules: Sequence[CompiledRule], value: Any, old: Any, has_old: bool)
     outcomes = _evaluate(rules, project(value, paths), project(old, paths) if has_old else old, has_old)
     if CHECK_PROJECTION:
         projected = list(outcomes)
-        if projected != list(_evaluate(rules, value, old, has_old)):
-            raise AssertionError(f"the projected value answers otherwise: {paths!r}")
+        whole = list(_evaluate(rules, value, old, has_old))
+        if projected != whole:
+            differ = [
+                f"{w.rule.rule!r}: {_said(w)} on the whole value, {_said(p)} on the projected one"
+                for p, w in zip(projected, whole, strict=False)
+                if p != w
+            ] or [f"{len(whole)} outcomes against {len(projected)}"]
+            raise AssertionError(
+                f"kubesim.schema.celpaths read these rules wrong (paths kept: {paths!r}): " + "; ".join(differ)
+            )
         outcomes = iter(projected)
     yield from outcomes
+
+
+def _said(outcome: Outcome) -> str:
+    return "passed" if outcome.passed else f"failed ({outcome.error or outcome.message})"
 
 
 #: Tests set this (or KUBESIM_CEL_CHECK=1): every evaluation also runs on the whole value and must answer the same.

@@ -151,3 +151,12 @@ def test_workload_rules_answer_the_same_on_the_projected_values(seed: int, monke
             new.setdefault("status", {})["conditions"] = [{"type": "QuotaReserved", "status": "True"}]
         failed += sum(not o.passed for o in evaluate(rules, new, old, True))
     assert failed > 10  # both answers came up, and each time the projection agreed (CHECK_PROJECTION)
+
+
+def test_the_check_catches_a_projection_that_answers_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the tests lean on: with CHECK_PROJECTION a wrong projection fails loudly, naming the rule."""
+    monkeypatch.setattr(cel, "CHECK_PROJECTION", True)
+    monkeypatch.setattr(cel, "project", lambda value, paths: {})
+    rules = compile_rules([{"rule": "self.a.b == 1"}])
+    with pytest.raises(AssertionError, match=r"'self.a.b == 1': passed on the whole value, failed \(no such key: a\)"):
+        list(evaluate(rules, {"a": {"b": 1}}, None, False))
