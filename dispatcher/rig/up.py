@@ -111,13 +111,21 @@ async def run_rig_up(
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs. One that exited but that its parent has not reaped yet (a zombie) does
+    not: ``kill(pid, 0)`` succeeds on a zombie, so ``rig down`` waited its whole timeout (60 s) for a ``rig up``
+    that had stopped long before, whenever what started ``rig up`` (a script, a test) waited on it only later."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (macOS), or gone this instant: the next look says
+    fields = stat.rpartition(")")[2].split()
+    return not fields or fields[0] not in ("Z", "X")
 
 
 def rig_down(directory: Path, *, timeout: float = 60.0) -> str:

@@ -20,6 +20,7 @@ import pytest
 
 from dispatcher.rig.binaries import find_binaries
 from dispatcher.rig.process import ComponentError, Process
+from dispatcher.rig.up import rig_down
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = [REPO / "rig" / "build.sh", REPO / "tests" / "run.sh", REPO / "tests" / "postgres.sh", REPO / ".ci" / "run"]
@@ -106,6 +107,24 @@ async def test_a_missing_binary_is_named_before_anything_starts(tmp_path: Path) 
     proc = Process("manager", "kube-apiserver", [str(tmp_path / "kube-apiserver")], tmp_path / "a.log")
     with pytest.raises(ComponentError, match=r"kube-apiserver of manager: .* missing or not executable; build it"):
         await proc.start()
+
+
+@pytest.mark.timeout(60)
+def test_rig_down_does_not_wait_for_a_rig_up_that_exited_and_is_not_reaped_yet(tmp_path: Path) -> None:
+    """What started ``rig up`` may wait on it only later (a script, the test below): until then the exited process
+    is a zombie, which ``kill(pid, 0)`` still finds. ``rig down`` took it for running and waited its whole timeout
+    (here 600 s, so the test's 60 s timeout fails it) before saying the rig was stopped."""
+    exited = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{exited.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child did not exit"
+            time.sleep(0.05)
+        (tmp_path / "rig.json").write_text(json.dumps({"pid": exited.pid, "clusters": []}))
+        assert rig_down(tmp_path, timeout=600) == f"stopped the rig in {tmp_path}"
+        assert not (tmp_path / "rig.json").exists()
+    finally:
+        exited.wait(10)
 
 
 def _alive(pid: int) -> bool:
