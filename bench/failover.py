@@ -5,9 +5,13 @@ the workers and run; the worker holding the most is stopped (the simulator's ``d
 cluster). Figures, medians of ``--runs`` runs:
 
 - ``detection_seconds``: from the fault until the dispatcher marks the worker Lost;
+- ``fence_wait_seconds``: from Lost until the first affected job moves. The simulated workers run fencing
+  agents, so the dispatcher moves a Lost worker's jobs only once the fencing Lease's ``leaseDuration + grace``
+  has passed since its last renewal there (``--lease-duration``, default 5 s, and ``--grace``, 2.5 s; the
+  product's defaults are 40 s and 30 s): what the at-most-once guarantee costs, set by the policy;
 - ``placed_seconds``: from Lost until every affected job has its copy on another worker;
 - ``readmitted_seconds``: from Lost until every affected job is admitted by another worker's Kueue
-  (target: <= 5 s);
+  (target: <= 5 s after the fence wait);
 - ``duplicates``: workloads with a copy on two or more of the remaining workers at the end (target 0);
 - ``lost``: jobs not admitted or running anywhere but the stopped worker at the end (target 0).
 
@@ -77,6 +81,7 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=3)
     p.add_argument("--lost-timeout", type=float, default=5.0)
     p.add_argument("--max-in-flight", type=int, default=500, help="per worker (the config default is 500)")
+    failover_speed.add_fencing_arguments(p)
     p.add_argument("--db-url", help="default: SQLite in a temporary directory")
     args = p.parse_args()
     runs = args.runs or (1 if args.quick else 3)
@@ -86,7 +91,8 @@ def main() -> int:
     db = "PostgreSQL" if args.db_url and args.db_url.startswith("postgresql") else "SQLite"
     print(
         f"failover: {args.jobs} running jobs over {args.workers} workers, the busiest stopped, lost timeout "
-        f"{args.lost_timeout:g}s, {db}; median of {runs} runs"
+        f"{args.lost_timeout:g}s, fencing lease {args.lease_duration:g}s + grace {args.grace:g}s, {db}; "
+        f"median of {runs} runs"
     )
     results = []
     for i in range(runs):
@@ -94,8 +100,8 @@ def main() -> int:
         results.append(r)
         print(
             f"  run {i + 1}: {r['affected']} jobs on {r['victim']}: detection {r['detection_seconds']}s, "
-            f"placed {r['placed_seconds']}s and re-admitted {r['admitted_seconds']}s after detection, "
-            f"{r['duplicates']} duplicates, {r['lost']} lost"
+            f"fence wait {r['fence_wait_seconds']}s, placed {r['placed_seconds']}s and re-admitted "
+            f"{r['admitted_seconds']}s after detection, {r['duplicates']} duplicates, {r['lost']} lost"
         )
 
     def med(key: str) -> float | None:
@@ -103,6 +109,12 @@ def main() -> int:
         return round(median(values), 2) if len(values) == len(results) else None
 
     readmitted = med("admitted_seconds")
+    fence_wait = med("fence_wait_seconds")
+    # Per run, then the median: the fence wait and the re-admission of one run belong together.
+    for r in results:
+        known = r.get("admitted_seconds") is not None and r.get("fence_wait_seconds") is not None
+        r["after_fence_seconds"] = float(r["admitted_seconds"]) - float(r["fence_wait_seconds"]) if known else None
+    after_fence = med("after_fence_seconds")
     duplicates = max(int(r["duplicates"]) for r in results)
     lost = max(int(r["lost"]) for r in results)
     report: dict[str, Any] = {
@@ -111,20 +123,25 @@ def main() -> int:
         "jobs": args.jobs,
         "workers": args.workers,
         "lost_timeout": args.lost_timeout,
+        "lease_duration": args.lease_duration,
+        "grace": args.grace,
         "runs": runs,
         "affected": median([float(r["affected"]) for r in results]),
         "detection_seconds": med("detection_seconds"),
+        "fence_wait_seconds": fence_wait,
+        "readmitted_after_fence_seconds": after_fence,
         "placed_seconds": med("placed_seconds"),
         "readmitted_seconds": readmitted,
         "duplicates": duplicates,
         "lost": lost,
         "per_run": [{k: v for k, v in r.items() if k != "timeline"} for r in results],
     }
-    ok = readmitted is not None and readmitted <= 5.0 and duplicates == 0 and lost == 0
+    ok = after_fence is not None and after_fence <= 5.0 and duplicates == 0 and lost == 0
     print(
-        f"median: detection {report['detection_seconds']}s; after detection placed {report['placed_seconds']}s, "
-        f"re-admitted {readmitted}s; duplicates {duplicates}, lost {lost} (worst run) "
-        f"{'PASS' if ok else 'FAIL'} (target: re-admitted <= 5 s after detection, 0 duplicates, 0 lost)"
+        f"median: detection {report['detection_seconds']}s; after detection: fence wait {fence_wait}s, placed "
+        f"{report['placed_seconds']}s, re-admitted {readmitted}s ({after_fence}s after the fence); duplicates "
+        f"{duplicates}, lost {lost} (worst run) {'PASS' if ok else 'FAIL'} (target: re-admitted <= 5 s after the "
+        "fence wait, 0 duplicates, 0 lost)"
     )
     emit(report, args.json)
     return 0

@@ -55,9 +55,13 @@ def test_restart_reports_ready_and_first_placement(tmp_path: Path) -> None:
 
 
 def test_failover_moves_every_job_once() -> None:
-    report = run_bench("failover.py", "--quick", "--jobs", "30", "--lost-timeout", "2")
+    report = run_bench("failover.py", "--quick", "--jobs", "30", "--lost-timeout", "2", "--lease-duration", "3")
     assert report["affected"] > 0
-    assert report["readmitted_seconds"] is not None
+    # The simulated workers run fencing agents: nothing moves before leaseDuration + grace (3 + 2.5 s) have passed
+    # since the last renewal, which was at most a renewal interval (3/4 s) before the fault, itself 2 s before Lost.
+    assert report["lease_duration"] == 3.0 and report["grace"] == 2.5
+    assert report["fence_wait_seconds"] is not None and report["fence_wait_seconds"] >= 5.5 - 0.75 - 2.0
+    assert report["readmitted_seconds"] is not None and report["readmitted_after_fence_seconds"] is not None
     assert report["duplicates"] == 0 and report["lost"] == 0
 
 

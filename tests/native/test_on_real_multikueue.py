@@ -202,7 +202,7 @@ async def _running_on(native: Native, worker: str, job: str) -> int:
 @pytest.mark.timeout(420)
 async def test_killing_the_worker_renominates_and_readmits_elsewhere_once(native: Native) -> None:
     name = "native-failover"
-    await native.manager.create(JOBS, "team-a", _job(name, seconds=30))
+    await native.manager.create(JOBS, "team-a", _job(name, seconds=12))
     row = await eventually(
         lambda: _in_state(native, name, WorkloadState.ADMITTED), timeout=120, what="admitted on a worker"
     )
