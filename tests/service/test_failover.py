@@ -47,7 +47,7 @@ async def test_lost_worker_fails_over_and_is_fenced_when_it_returns(
 ) -> None:
     r = await start_rig(tmp_path, db_url, policy=FAST, weights={"worker-1": 10.0}, real=real_rig)
     try:
-        await r.submit(job("moves", seconds=30))
+        await r.submit(job("moves", seconds=15))  # runs again in full once moved: the test waits for that
         await r.submit(job("once", seconds=30, annotations={L.NO_FAILOVER: "true"}))
         await r.submit(job("managed-once", seconds=30, managed=True, annotations={L.NO_FAILOVER: "true"}))
         for name in ("moves", "once", "managed-once"):

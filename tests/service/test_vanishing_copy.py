@@ -23,7 +23,7 @@ async def test_a_copy_deleted_on_the_worker_within_seconds_of_its_creation_is_pl
 ) -> None:
     r = await start_rig(tmp_path, db_url, weights={"worker-1": 10.0}, real=real_rig)
     try:
-        await r.submit(job("vanishes", seconds=20))
+        await r.submit(job("vanishes", seconds=8))
         worker = r.workers["worker-1"]
 
         async def created() -> Obj | None:
