@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, and_, delete, insert, select, tuple_, update
+from sqlalchemy import Table, Update, and_, bindparam, delete, insert, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from .intents import NewWorkload, PlacementIntent, RaceIntent, Transition
@@ -23,6 +23,38 @@ log = logging.getLogger("dispatcher.store")
 def _table(model: type[Any]) -> Table:
     """A mapped class's table, for Core statements."""
     return cast(Table, model.__table__)
+
+
+#: The guarded transitions' UPDATE statements, one per set of columns written (a handful in all), built once with
+#: bound parameters. Built per row, their construction (coercing every clause, a new cache key each time) was most
+#: of the Python side of :meth:`Writes.apply`; the compiled form was cached by SQLAlchemy already.
+_WORKLOAD_UPDATES: dict[tuple[tuple[str, ...], bool], Update] = {}
+_PLACEMENT_UPDATES: dict[tuple[str, ...], Update] = {}
+
+
+def _workload_update(columns: tuple[str, ...], guarded: bool) -> Update:
+    """``UPDATE workloads SET <columns>, updated_at WHERE id AND generation [AND state IN (...)]``; parameters
+    ``w_id``, ``w_generation``, ``w_states`` (expanding) and ``v_<column>``."""
+    stmt = _WORKLOAD_UPDATES.get((columns, guarded))
+    if stmt is None:
+        t = _table(Workload)
+        stmt = update(t).where(t.c.id == bindparam("w_id"), t.c.generation == bindparam("w_generation"))
+        if guarded:
+            stmt = stmt.where(t.c.state.in_(bindparam("w_states", expanding=True)))
+        stmt = stmt.values({c: bindparam(f"v_{c}", type_=t.c[c].type) for c in (*columns, "updated_at")})
+        _WORKLOAD_UPDATES[(columns, guarded)] = stmt
+    return stmt
+
+
+def _placement_update(columns: tuple[str, ...]) -> Update:
+    """``UPDATE placements SET <columns> WHERE id``; parameters ``p_id`` and ``v_<column>``."""
+    stmt = _PLACEMENT_UPDATES.get(columns)
+    if stmt is None:
+        t = _table(Placement)
+        stmt = update(t).where(t.c.id == bindparam("p_id"))
+        stmt = stmt.values({c: bindparam(f"v_{c}", type_=t.c[c].type) for c in columns})
+        _PLACEMENT_UPDATES[columns] = stmt
+    return stmt
 
 
 class Writes:
@@ -318,32 +350,43 @@ class Writes:
 
         Core statements on the session's connection, not ORM-enabled ones: nothing is loaded in these sessions,
         so the ORM's bulk-update path (synchronising a session that holds nothing, per statement) was pure cost,
-        about half of this method's CPU on a 2,000-Job burst (bench/RESULTS.md). The audit events go in as one
-        multi-row INSERT."""
+        about half of this method's CPU on a 2,000-Job burst (bench/RESULTS.md). Each workload's guarded UPDATE is
+        its own statement (its row count says whether it took effect), built once per set of columns; the
+        placements' updates and the audit events go in as one executemany each."""
         if not transitions:
             return []
         results: list[bool] = []
         now = utcnow()
-        workloads, placements, audit = _table(Workload), _table(Placement), _table(AuditEvent)
+        audit = _table(AuditEvent)
         events: list[dict[str, Any]] = []
+        # The placements' updates (unguarded: a placement follows its workload) go in as one executemany per run
+        # of transitions writing the same columns; a new run starts when the columns change, so that two updates
+        # of one placement in a batch still land in the batch's order.
+        placement_columns: tuple[str, ...] = ()
+        placement_rows: list[dict[str, Any]] = []
         async with self.sessions.begin() as s:
             conn = await s.connection()
             for t in transitions:
                 values = t.values
                 if values:
-                    stmt = update(workloads).where(
-                        workloads.c.id == t.workload_id, workloads.c.generation == t.generation
-                    )
+                    params = {f"v_{c}": v for c, v in values.items()}
+                    params["v_updated_at"] = now
+                    params["w_id"], params["w_generation"] = t.workload_id, t.generation
                     if t.from_states:
-                        stmt = stmt.where(workloads.c.state.in_(list(t.from_states)))
-                    res = await conn.execute(stmt.values({**values, "updated_at": now}))
+                        params["w_states"] = list(t.from_states)
+                    res = await conn.execute(_workload_update(tuple(values), bool(t.from_states)), params)
                     ok = res.rowcount == 1
                 else:
                     ok = True
                 if ok and t.placement_id is not None and t.placement_values:
-                    await conn.execute(
-                        update(placements).where(placements.c.id == t.placement_id).values(**t.placement_values)
-                    )
+                    columns = tuple(t.placement_values)
+                    if columns != placement_columns and placement_rows:
+                        await conn.execute(_placement_update(placement_columns), placement_rows)
+                        placement_rows = []
+                    placement_columns = columns
+                    params = {f"v_{c}": v for c, v in t.placement_values.items()}
+                    params["p_id"] = t.placement_id
+                    placement_rows.append(params)
                 if ok and t.event is not None:
                     etype, message, data = t.event
                     events.append(
@@ -357,6 +400,8 @@ class Writes:
                         }
                     )
                 results.append(ok)
+            if placement_rows:
+                await conn.execute(_placement_update(placement_columns), placement_rows)
             if events:
                 await conn.execute(insert(audit), events)
         return results

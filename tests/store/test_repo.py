@@ -320,3 +320,39 @@ async def test_recent_events_filter_by_type_workload_and_worker(repo: Repo) -> N
     assert [e.type for e in await repo.recent_events(None, cluster="worker-1")] == ["WorkerHealth", "Placing"]
     assert [e.type for e in await repo.recent_events(["Placing"], 5, workload_id=w.id, cluster="worker-2")] == []
     assert len(await repo.recent_events(None, 2)) == 2
+
+
+async def test_updates_of_one_placement_in_a_batch_land_in_the_batchs_order_whatever_their_columns(
+    repo: Repo,
+) -> None:
+    """The placements' updates go in as one executemany per run of equal columns: a placement updated three times
+    in one batch, with other columns in the middle, ends as the last update says, as one statement each did."""
+    rows = await repo.add_workloads([_new(i) for i in range(2)])
+    a, b = await repo.begin_placements([_intent(r.id, 1, "worker-1") for r in rows])
+    assert a.placement_id is not None and b.placement_id is not None
+    admitted = {"state": WorkloadState.ADMITTED}
+    running = {"state": WorkloadState.RUNNING}
+    done = {"state": WorkloadState.SUCCEEDED}
+    ok = await repo.apply(
+        [
+            Transition(a.workload_id, 1, admitted, (WorkloadState.PLACING,), a.placement_id,
+                       {"state": PlacementState.ADMITTED}),
+            Transition(b.workload_id, 1, admitted, (WorkloadState.PLACING,), b.placement_id,
+                       {"state": PlacementState.ADMITTED}),
+            Transition(a.workload_id, 1, running, (WorkloadState.ADMITTED,), a.placement_id,
+                       {"state": PlacementState.RUNNING, "outcome": "started"}),
+            Transition(a.workload_id, 1, done, (WorkloadState.RUNNING,), a.placement_id,
+                       {"state": PlacementState.SUCCEEDED}),
+            Transition(b.workload_id, 1, done, (WorkloadState.RUNNING,), b.placement_id,  # b is not Running: refused
+                       {"state": PlacementState.SUCCEEDED}),
+        ]
+    )  # fmt: skip
+    assert ok == [True, True, True, True, False]
+    async with repo.sessions() as s:
+        placements = {p.id: p for p in (await s.execute(select(Placement))).scalars()}
+        workloads = {w.id: w for w in (await s.execute(select(Workload))).scalars()}
+    pa, pb = placements[a.placement_id], placements[b.placement_id]
+    assert (pa.state, pa.outcome) == (PlacementState.SUCCEEDED, "started")
+    assert (pb.state, pb.outcome) == (PlacementState.ADMITTED, None), "a refused transition leaves its placement"
+    assert workloads[a.workload_id].state == WorkloadState.SUCCEEDED
+    assert workloads[b.workload_id].state == WorkloadState.ADMITTED
