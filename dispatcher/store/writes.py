@@ -4,6 +4,7 @@ sync, failover of a lost worker's workloads in one transaction, the purge of old
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -25,51 +26,43 @@ def _table(model: type[Any]) -> Table:
     return cast(Table, model.__table__)
 
 
-#: The guarded transitions' UPDATE statements, one per set of columns written (a handful in all), built once with
-#: bound parameters. Built per row, their construction (coercing every clause, a new cache key each time) was most
-#: of the Python side of :meth:`Writes.apply`; the compiled form was cached by SQLAlchemy already.
-_WORKLOAD_UPDATES: dict[tuple[tuple[str, ...], bool], Update] = {}
-_PLACEMENT_UPDATES: dict[tuple[str, ...], Update] = {}
+# The write statements below are built once per shape, with bound parameters, and kept (functools.cache; a
+# handful in all). Built per row, their construction (coercing every clause, a new cache key each time) was most
+# of the Python side of Writes.apply; SQLAlchemy already cached their compiled form.
 
 
+@functools.cache
 def _workload_update(columns: tuple[str, ...], guarded: bool) -> Update:
     """``UPDATE workloads SET <columns>, updated_at WHERE id AND generation [AND state IN (...)]``; parameters
     ``w_id``, ``w_generation``, ``w_states`` (expanding) and ``v_<column>``."""
-    stmt = _WORKLOAD_UPDATES.get((columns, guarded))
-    if stmt is None:
-        t = _table(Workload)
-        stmt = update(t).where(t.c.id == bindparam("w_id"), t.c.generation == bindparam("w_generation"))
-        if guarded:
-            stmt = stmt.where(t.c.state.in_(bindparam("w_states", expanding=True)))
-        stmt = stmt.values({c: bindparam(f"v_{c}", type_=t.c[c].type) for c in (*columns, "updated_at")})
-        _WORKLOAD_UPDATES[(columns, guarded)] = stmt
-    return stmt
+    t = _table(Workload)
+    stmt = update(t).where(t.c.id == bindparam("w_id"), t.c.generation == bindparam("w_generation"))
+    if guarded:
+        stmt = stmt.where(t.c.state.in_(bindparam("w_states", expanding=True)))
+    return stmt.values({c: bindparam(f"v_{c}", type_=t.c[c].type) for c in (*columns, "updated_at")})
 
 
+@functools.cache
 def _placement_update(columns: tuple[str, ...]) -> Update:
     """``UPDATE placements SET <columns> WHERE id``; parameters ``p_id`` and ``v_<column>``."""
-    stmt = _PLACEMENT_UPDATES.get(columns)
-    if stmt is None:
-        t = _table(Placement)
-        stmt = update(t).where(t.c.id == bindparam("p_id"))
-        stmt = stmt.values({c: bindparam(f"v_{c}", type_=t.c[c].type) for c in columns})
-        _PLACEMENT_UPDATES[columns] = stmt
-    return stmt
+    t = _table(Placement)
+    return (
+        update(t)
+        .where(t.c.id == bindparam("p_id"))
+        .values({c: bindparam(f"v_{c}", type_=t.c[c].type) for c in columns})
+    )
 
 
-_PLACING: list[Update] = []
-
-
+@functools.cache
 def _placing_update() -> Update:
     """``UPDATE workloads SET cluster, last_decision, placement_id WHERE id`` (parameters ``b_<column>``)."""
-    if not _PLACING:
-        t = _table(Workload)
-        _PLACING.append(
-            update(t)
-            .where(t.c.id == bindparam("b_id"))
-            .values({c: bindparam(f"b_{c}", type_=t.c[c].type) for c in ("cluster", "last_decision", "placement_id")})
-        )
-    return _PLACING[0]
+    t = _table(Workload)
+    columns = ("cluster", "last_decision", "placement_id")
+    return (
+        update(t)
+        .where(t.c.id == bindparam("b_id"))
+        .values({c: bindparam(f"b_{c}", type_=t.c[c].type) for c in columns})
+    )
 
 
 class Writes:
@@ -524,39 +517,29 @@ class Writes:
             s.add_all(events)
 
 
-_CLAIMS: dict[tuple[str, ...], Update] = {}
-
-
+@functools.cache
 def _claim_statement(columns: tuple[str, ...]) -> Update:
-    """The claim's UPDATE for these extra columns, built once (parameters ``ids``, ``keys``, ``now``, ``v_<column>``).
+    """The claim's UPDATE for these extra columns (parameters ``ids``, ``keys``, ``now``, ``v_<column>``).
 
     ``id IN (...)`` beside the pairs is for the query planner: given only ``(id, generation) IN (VALUES ...)`` and
     ``state = 'Pending'``, SQLite searched the state index, that is, every Pending workload, on every placement
     round: 4 ms of CPU per claim with 2,000 workloads pending and 10 ms with 20,000 (bench/RESULTS.md)."""
-    stmt = _CLAIMS.get(columns)
-    if stmt is None:
-        t = _table(Workload)
-        stmt = (
-            update(t)
-            .where(
-                t.c.id.in_(bindparam("ids", expanding=True)),
-                tuple_(t.c.id, t.c.generation).in_(bindparam("keys", expanding=True)),
-                t.c.state == WorkloadState.PENDING,
-                t.c.deleted.is_(False),
-                t.c.stopped.is_(False),
-            )
-            .values(
-                {
-                    "state": WorkloadState.PLACING,
-                    "reason": None,
-                    "updated_at": bindparam("now", type_=t.c.updated_at.type),
-                }
-                | {c: bindparam(f"v_{c}", type_=t.c[c].type) for c in columns}
-            )
-            .returning(t.c.id)
+    t = _table(Workload)
+    return (
+        update(t)
+        .where(
+            t.c.id.in_(bindparam("ids", expanding=True)),
+            tuple_(t.c.id, t.c.generation).in_(bindparam("keys", expanding=True)),
+            t.c.state == WorkloadState.PENDING,
+            t.c.deleted.is_(False),
+            t.c.stopped.is_(False),
         )
-        _CLAIMS[columns] = stmt
-    return stmt
+        .values(
+            {"state": WorkloadState.PLACING, "reason": None, "updated_at": bindparam("now", type_=t.c.updated_at.type)}
+            | {c: bindparam(f"v_{c}", type_=t.c[c].type) for c in columns}
+        )
+        .returning(t.c.id)
+    )
 
 
 async def _claim_pending(s: AsyncSession, keys: Sequence[tuple[int, int]], now: datetime, **values: Any) -> set[int]:
