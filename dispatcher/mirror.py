@@ -61,20 +61,27 @@ class Mirror:
                 if manager_obj is None:
                     live.deleted = True
                     break
-            # HA: a deposed leader re-reads the term before creating anything (and the client's guard checks the
-            # lease deadline right before the request leaves); without leader election this is a no-op.
-            await rt.repo.check_term()
             try:
-                result = await create_copy(
-                    client,
-                    adapter,
-                    manager_obj,
-                    origin=rt.config.origin,
-                    workload_uid=live.uid,
-                    generation=generation,
-                    placement_id=placement_id,
-                    create_namespace=rt.policy.create_namespaces,
-                )
+                # The copy's calls hold one turn on the worker's connections (kube/gate.py). A burst queues there,
+                # so the workload is looked at again once its turn comes: failed over or deleted meanwhile, it is
+                # not created on this worker.
+                async with client.turn():
+                    if rt.stopping or live.deleted or live.generation != generation:
+                        continue
+                    manager_obj = rt.intake.objects.get(live.uid) or manager_obj
+                    # HA: a deposed leader re-reads the term before creating anything (and the client's guard checks
+                    # the lease deadline right before the request leaves); without leader election this is a no-op.
+                    await rt.repo.check_term()
+                    result = await create_copy(
+                        client,
+                        adapter,
+                        manager_obj,
+                        origin=rt.config.origin,
+                        workload_uid=live.uid,
+                        generation=generation,
+                        placement_id=placement_id,
+                        create_namespace=rt.policy.create_namespaces,
+                    )
             except KubeError as exc:
                 log.info("creating the copy of %s on %s failed (%s); retrying", live.key, cluster, exc)
                 if exc.reason == "OlderCopy":

@@ -202,19 +202,24 @@ class Races:
                 if manager_obj is None:
                     self.finish.manager_deleted(live.uid)
                     return
-            await svc.repo.check_term()
             try:
-                result = await create_copy(
-                    client,
-                    adapter,
-                    manager_obj,
-                    origin=svc.config.origin,
-                    workload_uid=live.uid,
-                    generation=race.generation,
-                    placement_id=copy.placement_id,
-                    create_namespace=svc.policy.create_namespaces,
-                    gate=True,
-                )
+                # One turn on the worker's connections (kube/gate.py); a race that ended while this copy queued
+                # there creates nothing (the loop's top closes the copy).
+                async with client.turn():
+                    if svc.stopping or race.ended or live.deleted:
+                        continue
+                    await svc.repo.check_term()
+                    result = await create_copy(
+                        client,
+                        adapter,
+                        svc.intake.objects.get(live.uid) or manager_obj,
+                        origin=svc.config.origin,
+                        workload_uid=live.uid,
+                        generation=race.generation,
+                        placement_id=copy.placement_id,
+                        create_namespace=svc.policy.create_namespaces,
+                        gate=True,
+                    )
             except KubeError as exc:
                 log.info("creating the copy of %s on %s failed (%s); retrying", live.key, copy.cluster, exc)
                 if exc.reason == "OlderCopy":

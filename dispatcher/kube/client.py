@@ -29,6 +29,7 @@ from yarl import URL
 from kubecommon import fastjson
 
 from ..config import KubeconfigRef
+from .gate import Gate
 
 __all__ = [
     "CONTROL_CONNECTIONS",
@@ -125,6 +126,7 @@ class ClusterClient:
         timeout: float = 10.0,
         watch_session: aiohttp.ClientSession | None = None,
         control_session: aiohttp.ClientSession | None = None,
+        requests: int = 0,
     ) -> None:
         self.name = name
         self._api = api_client
@@ -133,6 +135,9 @@ class ClusterClient:
         #: Health probes' and Leases' own session (:func:`is_control_path`); ``None``: the requests' session.
         self._control_session = control_session
         self.timeout = timeout
+        #: Turns on the requests' connections (:mod:`.gate`), one per connection; ``None`` (``requests=0``): calls
+        #: queue in aiohttp's pool, their deadline counting the wait.
+        self.gate = Gate(requests) if requests > 0 else None
         #: Exponentially weighted mean of successful request latency, in seconds.
         self.latency = 0.0
         self.last_success = 0.0
@@ -224,6 +229,11 @@ class ClusterClient:
             raise KubeError(0, type(exc).__name__, f"{self.name}: {_describe(exc)}") from None
         return resp
 
+    def turn(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Hold one turn on the requests' connections (:mod:`.gate`) for several calls in a row, or to look again
+        at what the calls are for once the wait is over; the calls inside skip the queue."""
+        return self.gate.turn() if self.gate is not None else contextlib.nullcontext()
+
     async def request(
         self,
         method: str,
@@ -234,7 +244,38 @@ class ClusterClient:
         content_type: str = "application/json",
         timeout: float | None = None,
     ) -> Obj:
-        """One call, its JSON answer, or :class:`KubeError`."""
+        """One call, its JSON answer, or :class:`KubeError`.
+
+        A call on the requests' connections first waits for a turn at :attr:`gate`; ``timeout`` (default
+        :attr:`timeout`) then bounds the call itself. An explicit ``timeout`` bounds the wait and the call together."""
+        gate = self.gate
+        if gate is None or gate.held() or (self._control_session is not None and is_control_path(path)):
+            return await self._request(method, path, query, body, content_type, timeout)
+        if timeout is None:
+            async with gate.turn():
+                return await self._request(method, path, query, body, content_type, None)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await stack.enter_async_context(gate.turn())
+            except TimeoutError:
+                # Not counted against the server (:meth:`_observe`): it never saw the call.
+                raise KubeError(
+                    0, "TimeoutError", f"{self.name}: no free connection of {gate.limit} within {timeout:g}s"
+                ) from None
+            return await self._request(method, path, query, body, content_type, max(0.001, deadline - loop.time()))
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: float | None,
+    ) -> Obj:
         started = time.monotonic()
         try:
             resp = await self._send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
@@ -561,7 +602,14 @@ async def connect(
     cfg.connection_pool_maxsize = pool
     api = ApiClient(configuration=cfg)
     watches, control = _own_sessions(api, cfg, requests if requests is not None else REQUEST_CONNECTIONS)
-    return ClusterClient(name, api, timeout=timeout, watch_session=watches, control_session=control)
+    return ClusterClient(
+        name,
+        api,
+        timeout=timeout,
+        watch_session=watches,
+        control_session=control,
+        requests=requests if requests is not None else REQUEST_CONNECTIONS,
+    )
 
 
 def _own_sessions(
