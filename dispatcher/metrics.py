@@ -54,6 +54,9 @@ family                                             type       labels
 ``kueue_dispatcher_workloads``                     gauge      state (open workloads held in memory)
 ``kueue_dispatcher_api_calls_total``               counter    cluster
 ``kueue_dispatcher_api_call_errors_total``         counter    cluster
+``kueue_dispatcher_api_calls_queued``              gauge      cluster (calls waiting for one of the cluster's
+                                                              request connections now; kube/gate.py)
+``kueue_dispatcher_api_call_queue_seconds_total``  counter    cluster (seconds calls waited for one, in all)
 ``kueue_dispatcher_build_info``                    gauge      version
 ``kueue_dispatcher_leader``                        gauge      (1 when this replica leads: always without
                                                               leader election; 0 for a standby)
@@ -198,6 +201,18 @@ class DispatcherCollector:
             "Kubernetes API calls to each worker cluster that failed (transport errors and error statuses).",
             labels=["cluster"],
         )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_api_calls_queued",
+            "Calls to each worker cluster waiting now for one of its request connections (a burst queues here, "
+            "in order, before its calls' deadlines start).",
+            labels=["cluster"],
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_api_call_queue_seconds",
+            "Seconds the calls to each worker cluster waited for one of its request connections, in all (its rate "
+            "over the rate of api_calls_total is the mean wait).",
+            labels=["cluster"],
+        )
         yield GaugeMetricFamily(f"{PREFIX}_build_info", "The dispatcher's version.", labels=["version"])
         yield GaugeMetricFamily(
             f"{PREFIX}_leader",
@@ -284,6 +299,10 @@ class DispatcherCollector:
         for name, client in sorted((getattr(d, "clients", {}) or {}).items()):
             families[f"{PREFIX}_api_calls"].add_metric([name], float(client.calls))
             families[f"{PREFIX}_api_call_errors"].add_metric([name], float(client.errors))
+            gate = getattr(client, "gate", None)
+            if gate is not None:
+                families[f"{PREFIX}_api_calls_queued"].add_metric([name], float(gate.waiting))
+                families[f"{PREFIX}_api_call_queue_seconds"].add_metric([name], float(gate.waited))
 
 
 class _WithoutCreated:

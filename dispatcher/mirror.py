@@ -61,6 +61,10 @@ class Mirror:
                 if manager_obj is None:
                     live.deleted = True
                     break
+            # HA: a deposed leader re-reads the term before creating anything (and the client's guard checks the
+            # lease deadline right before the request leaves, after any wait for a turn); without leader election
+            # this is a no-op. Not inside the turn: it would hold one of the worker's connections during a SQL read.
+            await rt.repo.check_term()
             try:
                 # The copy's calls hold one turn on the worker's connections (kube/gate.py). A burst queues there,
                 # so the workload is looked at again once its turn comes: failed over or deleted meanwhile, it is
@@ -69,9 +73,6 @@ class Mirror:
                     if rt.stopping or live.deleted or live.generation != generation:
                         continue
                     manager_obj = rt.intake.objects.get(live.uid) or manager_obj
-                    # HA: a deposed leader re-reads the term before creating anything (and the client's guard checks
-                    # the lease deadline right before the request leaves); without leader election this is a no-op.
-                    await rt.repo.check_term()
                     result = await create_copy(
                         client,
                         adapter,

@@ -202,13 +202,13 @@ class Races:
                 if manager_obj is None:
                     self.finish.manager_deleted(live.uid)
                     return
+            await svc.repo.check_term()
             try:
                 # One turn on the worker's connections (kube/gate.py); a race that ended while this copy queued
                 # there creates nothing (the loop's top closes the copy).
                 async with client.turn():
                     if svc.stopping or race.ended or live.deleted:
                         continue
-                    await svc.repo.check_term()
                     result = await create_copy(
                         client,
                         adapter,

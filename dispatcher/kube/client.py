@@ -551,6 +551,7 @@ async def _read_secret_kubeconfig(manager: ClusterClient, ref: KubeconfigRef) ->
 #: one pool of 64 connections a cluster, about 600 were opened during the dispatch, with 8 for requests about 80.
 #: The bound this sets: 8 calls in flight per worker, e.g. 80 calls/s (40 Jobs/s: a create and a delete each) to
 #: one worker 100 ms away, 1,600/s to one 5 ms away. Only the manager, which every Job's calls reach, needs more.
+#: Calls beyond it wait in :class:`~.gate.Gate` (in order, before their deadline starts), not in aiohttp's pool.
 REQUEST_CONNECTIONS = 8
 #: Connections for health probes and Leases per cluster (:func:`is_control_path`), apart from the requests'.
 CONTROL_CONNECTIONS = 2

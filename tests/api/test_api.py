@@ -186,13 +186,22 @@ def admitted(name: str, cluster_queue: str, cpu: str, memory: str) -> dict[str, 
     }
 
 
+@dataclass
+class FakeGate:
+    """What the metrics read of a client's gate (dispatcher/kube/gate.py)."""
+
+    waiting: int
+    waited: float
+
+
 class FakeClient:
     """What the API and the metrics read of a ClusterClient."""
 
-    def __init__(self, latency: float, calls: int, errors: int) -> None:
+    def __init__(self, latency: float, calls: int, errors: int, gate: FakeGate | None = None) -> None:
         self.latency = latency
         self.calls = calls
         self.errors = errors
+        self.gate = gate
 
 
 class FakeDispatcher:
@@ -204,7 +213,7 @@ class FakeDispatcher:
         self.capacities["worker-3"] = worker("worker-3", gpu=True)
         self.clients = {
             "worker-1": FakeClient(0.012, 120, 3),
-            "worker-2": FakeClient(0.4, 40, 17),
+            "worker-2": FakeClient(0.4, 40, 17, FakeGate(waiting=3, waited=12.5)),
             "worker-3": FakeClient(0.02, 80, 0),
         }
         kube = KubeconfigRef(path=KUBECONFIG)  # a kubeconfig where a path belongs: it must never be shown
@@ -461,6 +470,8 @@ async def test_metrics_are_open_parse_and_carry_every_family(client: Client, wor
         "kueue_dispatcher_cluster_queue_resource_reservation": "gauge",
         "kueue_dispatcher_sql_errors": "counter",
         "kueue_dispatcher_api_call_errors": "counter",
+        "kueue_dispatcher_api_calls_queued": "gauge",
+        "kueue_dispatcher_api_call_queue_seconds": "counter",
         "kueue_dispatcher_workloads": "gauge",
         "kueue_dispatcher_worker_cordoned": "gauge",
         "kueue_dispatcher_worker_in_flight": "gauge",
@@ -489,6 +500,9 @@ async def test_metrics_are_open_parse_and_carry_every_family(client: Client, wor
     assert value(P + "worker_health", P + "worker_health", cluster="worker-1", state="Suspect") == 0
     assert value(P + "worker_health", P + "worker_health", cluster="worker-2", state="Suspect") == 1
     assert value(P + "api_call_errors", P + "api_call_errors_total", cluster="worker-2") == 17
+    assert value(P + "api_calls_queued", P + "api_calls_queued", cluster="worker-2") == 3
+    assert value(P + "api_call_queue_seconds", P + "api_call_queue_seconds_total", cluster="worker-2") == 12.5
+    assert not any(s.labels.get("cluster") == "worker-1" for s in families[P + "api_calls_queued"].samples)
     assert value(P + "worker_in_flight", P + "worker_in_flight", cluster="worker-1") == 1
     # From the live set: 12 + 3 workloads, two of them taken off Pending (train-1 running, train-2 placing).
     lq = P + "local_queue_pending_workloads"
