@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -293,6 +294,49 @@ async def test_deleting_the_manager_job_removes_its_copy_and_orphans_are_collect
     assert await rig.workers["worker-2"].get(JOBS, "team-a", "not-ours") is not None
     events = await rig.repo.recent_events(["GarbageCollected"])
     assert any("team-a/orphan" in e.message for e in events)
+
+
+async def test_a_copy_queued_for_a_connection_is_not_created_once_its_manager_job_is_deleted(
+    tmp_path: Path, db_url: str
+) -> None:
+    """The mirror waits for a turn on the worker's connections (dispatcher/kube/gate.py) and looks at the workload
+    again when the turn comes: a manager Job deleted while its copy was queued gets no copy at all, not one created
+    and then deleted. (Checked: without that second look the mirror creates the copy.)"""
+    r = await start_rig(tmp_path, db_url, weights={"worker-1": 10.0})
+    rt = r.dispatcher.rt
+    gate = rt.clients["worker-1"].gate
+    assert gate is not None
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        async with gate.turn():
+            await release.wait()
+
+    def now(condition: Callable[[], bool]) -> Callable[[], Awaitable[bool]]:
+        async def probe() -> bool:
+            return condition()
+
+        return probe
+
+    holders = [asyncio.create_task(hold()) for _ in range(gate.limit)]
+    try:
+        await eventually(now(lambda: gate.in_use == gate.limit), what="every connection of worker-1 taken")
+        await r.submit(job("queued", seconds=30))
+        row = await r.wait_state("team-a", "queued", WorkloadState.PLACING)
+        assert row.cluster == "worker-1"
+        live = rt.live.by_id[row.id]
+        await eventually(now(lambda: gate.waiting >= 1 and live.busy), what="its copy queued for worker-1")
+        created = rt.copies_created
+        await r.manager.delete(JOBS, "team-a", "queued", propagation="Background")
+        await eventually(now(lambda: live.deleted), what="the manager Job's deletion seen")
+        release.set()
+        await r.wait_state("team-a", "queued", WorkloadState.CANCELLED)
+        assert rt.copies_created == created
+        assert await r.workers["worker-1"].get(JOBS, "team-a", "queued") is None
+    finally:
+        release.set()
+        await asyncio.gather(*holders, return_exceptions=True)
+        await stop_rig(r)
 
 
 async def test_input_no_worker_can_honour_gets_a_warning_and_waits(rig: Rig) -> None:
