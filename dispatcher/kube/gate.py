@@ -54,8 +54,8 @@ class Gate:
 
     @property
     def waiting(self) -> int:
-        """Calls queued for a turn now."""
-        return sum(1 for f in self._waiters if not f.done())
+        """Calls queued for a turn now (a cancelled waiter leaves the queue, a granted one is taken off it first)."""
+        return len(self._waiters)
 
     def held(self) -> bool:
         """Whether the current task holds a turn here already."""
