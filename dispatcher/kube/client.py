@@ -249,10 +249,10 @@ class ClusterClient:
         A call on the requests' connections first waits for a turn at :attr:`gate`; ``timeout`` (default
         :attr:`timeout`) then bounds the call itself. An explicit ``timeout`` bounds the wait and the call together."""
         gate = self.gate
-        if gate is None or gate.held() or (self._control_session is not None and is_control_path(path)):
+        if gate is None or (self._control_session is not None and is_control_path(path)):
             return await self._request(method, path, query, body, content_type, timeout)
         if timeout is None:
-            async with gate.turn():
+            async with gate.turn():  # a no-op when this task holds a turn already (as below)
                 return await self._request(method, path, query, body, content_type, None)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout

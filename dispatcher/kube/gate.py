@@ -57,10 +57,6 @@ class Gate:
         """Calls queued for a turn now (a cancelled waiter leaves the queue, a granted one is taken off it first)."""
         return len(self._waiters)
 
-    def held(self) -> bool:
-        """Whether the current task holds a turn here already."""
-        return (self, asyncio.current_task()) in _held.get()
-
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
         """Hold one turn for the block (no-op if this task holds one already). Cancellation while waiting leaves
