@@ -26,6 +26,8 @@ pods, never all pods of the worker); fits are cached per inventory version and p
 from __future__ import annotations
 
 import bisect
+import itertools
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,18 +37,20 @@ from typing import TYPE_CHECKING, Any
 from ..quantity import QuantityError, parse_quantity
 from .hami.devices import DEFAULT_CONFIG, DeviceInfo, DeviceUsage, HamiConfig
 from .hami.health import check_handshake
-from .hami.inventory import GpuInventory, fit_pod_set, utilisation
+from .hami.inventory import GpuInventory, fit_pod_set, node_state, utilisation
 from .hami.names import (
     ASSIGNED_NODE_ANNOTATION,
     CORDON_ANNOTATION,
     HANDSHAKE_ANNOTATION,
     PAIR_SCORE_ANNOTATION,
+    POLICY_SPREAD,
     REGISTER_ANNOTATION,
     HamiFormatError,
 )
 from .hami.nodecodec import decode_node_devices, decode_pair_scores
 from .hami.selection import PreparedPod, prepare_pod
 from .hami.usage import PodAllocation, node_usage
+from .refit import LastFit, refit_plan, remember_fit
 from .verdicts import GpuVerdict
 from .workload import PodSetSpec
 
@@ -61,6 +65,8 @@ Obj = dict[str, Any]
 Allocation = tuple[str, int, int, int]
 
 _FIT_CACHE_LIMIT = 4096
+#: How many inventory builds :meth:`WorkerGpus.changed_since` can look back over.
+_REBUILT_KEPT = 32
 _PREPARED_CACHE_LIMIT = 4096
 
 
@@ -118,7 +124,9 @@ class WorkerGpus:
         self._pods_by_node: dict[str, dict[str, PodAllocation]] = {}
         #: Reservation uid -> node -> allocations assumed taken.
         self._assumed: dict[str, dict[str, tuple[Allocation, ...]]] = {}
-        self._assumed_by_node: dict[str, set[str]] = {}
+        #: Node -> device UUID -> [memory, cores, slots] assumed there in all (kept as reservations come and go,
+        #: so rebuilding a node costs its GPUs, not the reservations on it).
+        self._assumed_by_node: dict[str, dict[str, list[int]]] = {}
         #: Per usable node, the fit's prepared state (``GpuInventory.states`` values); rebuilt when dirty.
         self._states: dict[str, Any] = {}
         self._dirty: set[str] = set()
@@ -126,8 +134,15 @@ class WorkerGpus:
         self._binpack: list[tuple[float, str]] = []
         self._spread: list[tuple[float, str]] = []
         self._inventory: GpuInventory | None = None
+        #: Node name -> the node object its kept ``_NodeCtx`` was made from.
+        self._ctx_of: dict[str, _GpuNode] = {}
+        #: Which inventory build is current, and the nodes each recent build changed (:meth:`changed_since`).
+        self._generation = 0
+        self._rebuilt: deque[frozenset[str]] = deque(maxlen=_REBUILT_KEPT)
         self._fit_cache: dict[Hashable, GpuVerdict] = {}
         self._fit_cache_version = -1
+        #: Fit key -> the last fit made under it and where (:mod:`.refit`).
+        self.last_fits: dict[Hashable, LastFit] = {}
 
     # -- events ------------------------------------------------------------------------------------------
 
@@ -239,21 +254,34 @@ class WorkerGpus:
         if not held:
             return
         self._assumed[uid] = held
-        for node in held:
-            self._assumed_by_node.setdefault(node, set()).add(uid)
+        self._add_assumed(held, 1)
         self._changed(*held)
+
+    def _add_assumed(self, held: Mapping[str, tuple[Allocation, ...]], sign: int) -> None:
+        by_node = self._assumed_by_node
+        for node, allocs in held.items():
+            extra = by_node.get(node)
+            if extra is None:
+                extra = by_node[node] = {}
+            for dev, mem, cores, slots in allocs:
+                acc = extra.get(dev)
+                if acc is None:
+                    acc = extra[dev] = [0, 0, 0, 0]
+                acc[0] += sign * mem
+                acc[1] += sign * cores
+                acc[2] += sign * slots
+                acc[3] += sign  # how many allocations: the entry goes with the last one
+                if not acc[3]:
+                    del extra[dev]
+            if not extra:
+                del by_node[node]
 
     def forget(self, uid: str) -> None:
         """Drop a reservation's assumed GPUs (it was admitted and its pods are counted, or it was dropped)."""
         held = self._assumed.pop(uid, None)
         if held is None:
             return
-        for node in held:
-            uids = self._assumed_by_node.get(node)
-            if uids is not None:
-                uids.discard(uid)
-                if not uids:
-                    del self._assumed_by_node[node]
+        self._add_assumed(held, -1)
         self._changed(*held)
 
     def retain_assumed(self, uids: Iterable[str]) -> None:
@@ -275,16 +303,9 @@ class WorkerGpus:
 
     def _node_usage(self, node: _GpuNode) -> list[DeviceUsage]:
         usage = node_usage(node.devices, self._pods_by_node.get(node.name, {}).values())
-        uids = self._assumed_by_node.get(node.name)
-        if not uids:
+        extra = self._assumed_by_node.get(node.name)
+        if not extra:
             return usage
-        extra: dict[str, list[int]] = {}
-        for uid in uids:
-            for dev, mem, cores, slots in self._assumed[uid].get(node.name, ()):
-                acc = extra.setdefault(dev, [0, 0, 0])
-                acc[0] += mem
-                acc[1] += cores
-                acc[2] += slots
         out = []
         for d in usage:
             add = extra.get(d.info.id)
@@ -305,27 +326,46 @@ class WorkerGpus:
         """The worker's usable GPU nodes for :func:`fit_pod_set` (cached; only changed nodes are rebuilt)."""
         if self._inventory is not None:
             return self._inventory
-        binpack, spread = self._binpack, self._spread
+        binpack, spread, states = self._binpack, self._spread, self._states
         for name in self._dirty:
-            old = self._states.get(name)
+            old = states.get(name)
             if old is not None:  # out of both orders; back in below with its new score
                 del binpack[bisect.bisect_left(binpack, (-old.score, name))]
                 del spread[bisect.bisect_left(spread, (old.score, name))]
             node = self._nodes.get(name)
             if node is None or node.problem is not None or not node.devices:
-                self._states.pop(name, None)
+                states.pop(name, None)
+                self._ctx_of.pop(name, None)
                 continue
-            one = GpuInventory({name: self._node_usage(node)}, {name: node.annotations})
-            state = self._states[name] = one.states[name]
+            # The node's context (cordoned GPUs, pair scores) depends on the node object alone: kept while it is.
+            like = old if old is not None and self._ctx_of.get(name) is node else None
+            state = states[name] = node_state(name, tuple(self._node_usage(node)), node.annotations, like)
+            self._ctx_of[name] = node
             bisect.insort(binpack, (-state.score, name))
             bisect.insort(spread, (state.score, name))
+        self._generation += 1
+        self._rebuilt.append(frozenset(self._dirty))
         self._dirty.clear()
-        inv = GpuInventory(_states=dict(self._states))
+        inv = GpuInventory(_states=dict(states))
+        inv.generation = self._generation
         # HAMi's node preference orders, kept sorted as nodes change instead of sorted again per inventory.
-        inv.set_order(False, [name for _, name in binpack])
-        inv.set_order(True, [name for _, name in spread])
+        inv.set_keys(False, list(binpack))
+        inv.set_keys(True, list(spread))
         self._inventory = inv
         return inv
+
+    def changed_since(self, generation: int) -> frozenset[str] | None:
+        """The nodes whose prepared state differs between inventory build ``generation`` and the current one
+        (built now if due), or ``None`` when that build is too old to tell."""
+        current = self.inventory().generation
+        back = current - generation
+        if back < 0 or back > len(self._rebuilt):
+            return None
+        if back == 0:
+            return frozenset()
+        if back == 1:
+            return self._rebuilt[-1]
+        return frozenset().union(*itertools.islice(reversed(self._rebuilt), back))
 
     def labels(self, node: str) -> Mapping[str, str]:
         entry = self._nodes.get(node)
@@ -416,10 +456,18 @@ class _FitKey:
     workload given the same key has pod sets equal in all the fit reads (names, counts, node selectors, the pods
     as HAMi sees them), so a fit under the key need not prepare the current workload's pods again."""
 
-    __slots__ = ("prepared",)
+    __slots__ = ("prepared", "single")
 
     def __init__(self, prepared: list[tuple[PodSetSpec, PreparedPod]]) -> None:
         self.prepared = prepared
+        requested = [(ps, pod) for ps, pod in prepared if ps.count > 0 and pod.has_request]
+        #: The one pod HAMi places, when that is all the fit does (one pod, no node selector): then it can be
+        #: fitted again incrementally (:mod:`.refit`).
+        self.single = (
+            requested[0]
+            if len(requested) == 1 and requested[0][0].count == 1 and not requested[0][0].node_selector
+            else None
+        )
 
 
 class HamiFitter:
@@ -509,11 +557,23 @@ class HamiFitter:
         cached = gpus.cached_fit(key)
         if cached is not None:
             return cached
+        single = key.single if isinstance(key, _FitKey) else None
         if isinstance(key, _FitKey):
             prepared = key.prepared
         else:
             prepared = [(ps, self.prepare(ps)) for ps in pod_sets]
-        verdict = self._fit(gpus, prepared, mode)
+        verdict = None
+        if single is not None:
+            spread = single[1].selectors.node_policy == POLICY_SPREAD
+            plan = refit_plan(gpus, gpus.last_fits.get(key), spread)
+            if isinstance(plan, GpuVerdict):
+                verdict = plan
+            elif plan is not None:
+                verdict = self._fit(gpus, prepared, mode, candidates=plan)
+        if verdict is None:
+            verdict = self._fit(gpus, prepared, mode)
+        if single is not None:
+            remember_fit(gpus, key, verdict, spread)
         if not verdict.ok and not self._fit(gpus, prepared, mode, gpus.empty_inventory()).ok:
             # Not even on these GPUs with nothing running (more GPUs per pod than a node has, more memory than
             # a GPU has): waiting never helps. Said so, and not counted as waiting for capacity.
@@ -527,7 +587,9 @@ class HamiFitter:
         prepared: Sequence[tuple[PodSetSpec, PreparedPod]],
         mode: str,
         base: GpuInventory | None = None,
+        candidates: Iterable[str] | None = None,
     ) -> GpuVerdict:
+        """``candidates``: for a fit of one pod (``_FitKey.single``), the only nodes that can have a new answer."""
         base = base if base is not None else gpus.inventory()
         inv = base
         touched: dict[str, None] = {}
@@ -543,7 +605,7 @@ class HamiFitter:
                     wanted = ",".join(f"{k}={v}" for k, v in sorted(selector))
                     return GpuVerdict(False, f"pod set {ps.name}: no HAMi GPU node matches its nodeSelector {wanted}")
                 view = GpuInventory(_states=states)
-            result = fit_pod_set(view, pod, ps.count, cfg=self.cfg)
+            result = fit_pod_set(view, pod, ps.count, cfg=self.cfg, candidates=candidates)
             if not result.ok:
                 return GpuVerdict(False, f"pod set {ps.name}: {result.reason}", score=0.0)
             if i < len(requested) - 1:  # the next pod set sees this one's pods

@@ -23,7 +23,7 @@ from .score import node_score
 from .selection import PreparedPod, prepare_pod
 from .usage import collapse_pod_usage, pod_quota_usage
 
-__all__ = ["GpuInventory", "NodeSummary", "PodSetFit", "fit_pod_set", "utilisation"]
+__all__ = ["GpuInventory", "NodeSummary", "PodSetFit", "fit_pod_set", "node_state", "utilisation"]
 
 
 @dataclass(slots=True, frozen=True)
@@ -124,6 +124,19 @@ class _NodeState:
         return cls(ctx, devices, node_score(devices), NodeSummary.of(devices, ctx.cordoned))
 
 
+def node_state(
+    name: str,
+    devices: tuple[DeviceUsage, ...],
+    annotations: Mapping[str, str] | None,
+    like: _NodeState | None = None,
+) -> _NodeState:
+    """One node prepared for :func:`fit_pod_set` (its score and summary), for an inventory kept up to date node by
+    node (``GpuInventory(_states=...)``). ``like``: the node's previous state, when its annotations and GPUs are
+    the same, so that its context (cordoned GPUs, pair scores) is not decoded again."""
+    ctx = like.ctx if like is not None else _NodeCtx.of(name, devices, annotations)
+    return _NodeState.of(ctx, devices)
+
+
 def _totals(devices: Iterable[DeviceUsage]) -> tuple[int, int, int, int, int, int]:
     used = usedcores = usedmem = count = devcore = devmem = 0
     for d in devices:
@@ -151,7 +164,7 @@ class GpuInventory:
     inventory with a placement's usage added (only the touched nodes are rebuilt).
     """
 
-    __slots__ = ("_order", "states")
+    __slots__ = ("_keys", "_order", "generation", "states")
 
     def __init__(
         self,
@@ -169,22 +182,29 @@ class GpuInventory:
                 for name, devices in (nodes or {}).items()
             }
         self._order: dict[bool, list[str]] = {}
+        self._keys: dict[bool, list[tuple[float, str]]] = {}
+        #: Set by the owner of an inventory kept up to date node by node (``WorkerGpus``): which build this is.
+        self.generation = 0
 
     def order(self, spread: bool) -> list[str]:
         """Node names in HAMi's preference order: highest score first (binpack) or lowest (spread); name ties."""
         cached = self._order.get(spread)
         if cached is None:
-            states = self.states
-            if spread:
-                cached = sorted(states, key=lambda n: (states[n].score, n))
-            else:
-                cached = sorted(states, key=lambda n: (-states[n].score, n))
-            self._order[spread] = cached
+            cached = self._order[spread] = [name for _, name in self.keys(spread)]
         return cached
 
-    def set_order(self, spread: bool, names: list[str]) -> None:
-        """Give :meth:`order` its answer, when the caller keeps the order up to date itself."""
-        self._order[spread] = names
+    def keys(self, spread: bool) -> list[tuple[float, str]]:
+        """The preference order as sorted ``(score, name)`` (spread) or ``(-score, name)`` (binpack) pairs."""
+        cached = self._keys.get(spread)
+        if cached is None:
+            sign = 1 if spread else -1
+            cached = self._keys[spread] = sorted((sign * s.score, n) for n, s in self.states.items())
+        return cached
+
+    def set_keys(self, spread: bool, keys: list[tuple[float, str]]) -> None:
+        """Give :meth:`keys` (and so :meth:`order`) its answer, when the caller keeps the order sorted itself."""
+        self._keys[spread] = keys
+        self._order.pop(spread, None)
 
     def devices(self, node: str) -> tuple[DeviceUsage, ...]:
         return self.states[node].devices
@@ -319,6 +339,7 @@ def fit_pod_set(
     node_annotations: Mapping[str, Mapping[str, str]] | None = None,
     quota: NamespaceQuota | None = None,
     webhook: bool = True,
+    candidates: Iterable[str] | None = None,
 ) -> PodSetFit:
     """Can all ``count`` identical pods be placed on these GPU nodes, and how good is the fit?
 
@@ -330,7 +351,12 @@ def fit_pod_set(
 
     ``pod_spec`` is a pod spec mapping (the webhook's defaults are applied unless ``webhook=False``) or a
     :class:`PreparedPod`. Pass a :class:`GpuInventory` to reuse summaries across many calls.
+
+    ``candidates`` (one pod only): the nodes to try, in preference order, when the caller knows every other node
+    cannot fit (an incremental re-fit, :mod:`..refit`). A failure's reason still looks at every node.
     """
+    if candidates is not None and count != 1:
+        raise ValueError("candidates are for a pod set of one pod")
     inv = nodes if isinstance(nodes, GpuInventory) else GpuInventory(nodes, node_annotations)
     if isinstance(pod_spec, PreparedPod):
         prepared = pod_spec
@@ -353,7 +379,7 @@ def fit_pod_set(
     states = inv.states
     for k in range(count):
         found: tuple[str, _NodeState, PodFit] | None = None
-        for name in _candidates(inv, overlay, spread):
+        for name in _candidates(inv, overlay, spread) if candidates is None else candidates:
             st = overlay.get(name) or states[name]
             summary = st.summary
             if not all(summary.may_fit(r, mutex=mutex) for r in reqs):
