@@ -134,6 +134,8 @@ class WorkerGpus:
         self._binpack: list[tuple[float, str]] = []
         self._spread: list[tuple[float, str]] = []
         self._inventory: GpuInventory | None = None
+        #: Node name -> (node object, its GPUs' usage by pods): rebuilt on pod events there or a new node object.
+        self._pod_usage: dict[str, tuple[_GpuNode, list[DeviceUsage]]] = {}
         #: Node name -> the node object its kept ``_NodeCtx`` was made from.
         self._ctx_of: dict[str, _GpuNode] = {}
         #: Which inventory build is current, and the nodes each recent build changed (:meth:`changed_since`).
@@ -236,6 +238,8 @@ class WorkerGpus:
             self._pods[uid] = new
             self._pods_by_node.setdefault(new[0], {})[uid] = new[1]
         touched = _nodes_of(old, new)
+        for name in touched:
+            self._pod_usage.pop(name, None)
         if not any(self._usable(n) for n in touched):
             return False  # a pod on a node without usable GPUs (yet): kept, but the view is unchanged
         self._changed(*touched)
@@ -302,7 +306,13 @@ class WorkerGpus:
         return self._offering > 0
 
     def _node_usage(self, node: _GpuNode) -> list[DeviceUsage]:
-        usage = node_usage(node.devices, self._pods_by_node.get(node.name, {}).values())
+        # The pods' usage changes with pod events only; reservations come and go far more often.
+        kept = self._pod_usage.get(node.name)
+        if kept is not None and kept[0] is node:
+            usage = kept[1]
+        else:
+            usage = node_usage(node.devices, self._pods_by_node.get(node.name, {}).values())
+            self._pod_usage[node.name] = (node, usage)
         extra = self._assumed_by_node.get(node.name)
         if not extra:
             return usage
@@ -336,6 +346,7 @@ class WorkerGpus:
             if node is None or node.problem is not None or not node.devices:
                 states.pop(name, None)
                 self._ctx_of.pop(name, None)
+                self._pod_usage.pop(name, None)
                 continue
             # The node's context (cordoned GPUs, pair scores) depends on the node object alone: kept while it is.
             like = old if old is not None and self._ctx_of.get(name) is node else None

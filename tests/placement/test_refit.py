@@ -13,6 +13,7 @@ import pytest
 
 from dispatcher.placement import refit
 from dispatcher.placement.gpu import HamiFitter, WorkerGpus
+from dispatcher.placement.hami.devices import ContainerDevice
 from dispatcher.placement.hami.names import (
     CORDON_ANNOTATION,
     HANDSHAKE_ANNOTATION,
@@ -20,6 +21,7 @@ from dispatcher.placement.hami.names import (
     REGISTER_ANNOTATION,
 )
 from dispatcher.placement.hami.nodecodec import encode_node_devices, register_device
+from dispatcher.placement.hami.podcodec import bind_annotations
 from dispatcher.placement.verdicts import GpuVerdict
 from dispatcher.placement.worker import WorkerCapacity
 from dispatcher.placement.workload import PodSetSpec
@@ -60,6 +62,20 @@ def _pod_set(gpus: int, mem: int | None, cores: int | None, policy: str | None) 
     return PodSetSpec(name="main", count=1, requests=requests, template=template)
 
 
+def _pod(uid: str, node: str, allocs: Sequence[tuple[str, int, int, int]]) -> Obj:
+    container = [ContainerDevice(dev, "NVIDIA", mem, cores) for dev, mem, cores, _ in allocs]
+    return {
+        "metadata": {
+            "name": uid,
+            "namespace": "default",
+            "uid": uid,
+            "annotations": bind_annotations(node, [container], NOW),
+        },
+        "spec": {"nodeName": node, "containers": [{"name": "c"}]},
+        "status": {"phase": "Running"},
+    }
+
+
 #: Requests of one pod: whole GPUs, shares of memory and cores, two GPUs; binpack (HAMi's default) and spread.
 SHAPES = [
     (1, None, None, None),
@@ -78,8 +94,9 @@ def _same(a: GpuVerdict, b: GpuVerdict) -> bool:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_refit_gives_the_fit_from_scratch(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Reservations land where the fits say (as the engine's do), are released, nodes are cordoned, changed and
-    removed; after each change every shape is fitted both ways and must agree, down to the devices and score."""
+    """Reservations land where the fits say (as the engine's do), are released or become bound pods, pods end,
+    nodes are cordoned, changed and removed; after each change every shape is fitted both ways and must agree,
+    down to the devices and score."""
     rng = random.Random(seed)
     plans = {"reused": 0, "narrowed": 0, "scratch": 0}
     plan = refit.refit_plan
@@ -100,6 +117,7 @@ def test_refit_gives_the_fit_from_scratch(seed: int, monkeypatch: pytest.MonkeyP
     shapes = [[_pod_set(*s)] for s in SHAPES]
     keys = [fitter.key(ps, "binpack") for ps in shapes]
     held: list[str] = []
+    pods: list[Obj] = []
     for step in range(300):
         roll = rng.random()
         if roll < 0.6 or not held:
@@ -109,8 +127,18 @@ def test_refit_gives_the_fit_from_scratch(seed: int, monkeypatch: pytest.MonkeyP
                 uid = f"r{step}"
                 gpus.assume(uid, verdict.allocations)
                 held.append(uid)
-        elif roll < 0.85:
+        elif roll < 0.75:
             gpus.forget(held.pop(rng.randrange(len(held))))
+        elif roll < 0.85:
+            # The reservation's pod is bound (HAMi's annotations now carry its usage), or a bound pod ends.
+            if pods and rng.random() < 0.4:
+                gpus.pod_event("DELETED", pods.pop(rng.randrange(len(pods))))
+            else:
+                uid = held.pop(rng.randrange(len(held)))
+                ((node, allocs),) = gpus.assumed[uid].items()
+                gpus.forget(uid)
+                pods.append(_pod(uid, node, allocs))
+                gpus.pod_event("ADDED", pods[-1])
         elif roll < 0.95:
             name = rng.choice(sorted(nodes))
             count, mem = nodes[name]
