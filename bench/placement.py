@@ -45,7 +45,8 @@ from _common import emit, machine, machine_line, median, parser, rnd, rss_bytes
 from dispatcher.config import Policy
 from dispatcher.live import Live
 from dispatcher.placement.engine import PlacementEngine
-from dispatcher.placement.gpu import HamiFitter, WorkerGpus, sync_worker
+from dispatcher.placement.gpu import WorkerGpus, sync_worker
+from dispatcher.placement.gpufit import HamiFitter
 from dispatcher.placement.hami.names import HANDSHAKE_ANNOTATION, REGISTER_ANNOTATION
 from dispatcher.placement.hami.nodecodec import encode_node_devices, register_device
 from dispatcher.placement.queue import PendingQueue

@@ -60,7 +60,7 @@ from dispatcher.capacity import kueue_resource
 from dispatcher.config import Policy, load_config
 from dispatcher.kube.client import ClusterClient, KubeError, connect
 from dispatcher.kube.informer import Informer
-from dispatcher.placement.gpu import HamiFitter
+from dispatcher.placement.gpufit import HamiFitter
 from dispatcher.service import Dispatcher
 from dispatcher.store.engine import make_engine
 from dispatcher.store.migrate import upgrade

@@ -38,7 +38,7 @@ from .kube.client import ClusterClient, KubeError
 from .live import Live, LiveSet
 from .metrics import Metrics
 from .placement.engine import PlacementEngine
-from .placement.gpu import HamiFitter
+from .placement.gpufit import HamiFitter
 from .placement.queue import PendingQueue
 from .placement.worker import WorkerCapacity
 from .report import ManagerReports

@@ -30,7 +30,7 @@ from ..health import HealthMachine, HealthMonitor
 from ..kube.client import ClusterClient, Resource, connect
 from ..kube.informer import Informer
 from ..placement.engine import PlacementEngine
-from ..placement.gpu import HamiFitter
+from ..placement.gpufit import HamiFitter
 from ..placement.worker import WorkerCapacity
 from ..store.native import NativeRecords
 from ..store.repo import Repo

@@ -19,7 +19,8 @@ import pytest
 
 from dispatcher.config import Policy
 from dispatcher.placement.engine import Decision, PlacementEngine
-from dispatcher.placement.gpu import HamiFitter, WorkerGpus, sync_worker
+from dispatcher.placement.gpu import WorkerGpus, sync_worker
+from dispatcher.placement.gpufit import HamiFitter
 from dispatcher.placement.hami.names import HANDSHAKE_ANNOTATION, REGISTER_ANNOTATION
 from dispatcher.placement.hami.nodecodec import encode_node_devices, register_device
 from dispatcher.placement.kueue.specs import Toleration

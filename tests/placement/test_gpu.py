@@ -1,4 +1,4 @@
-"""Tests for :mod:`dispatcher.placement.gpu`: a worker's HAMi GPU state and the engine's vGPU fit."""
+"""Tests for :mod:`dispatcher.placement.gpu` and :mod:`.gpufit`: a worker's HAMi GPU state and the engine's vGPU fit."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import pytest
 
 from dispatcher.config import Policy
 from dispatcher.placement.engine import PlacementEngine
-from dispatcher.placement.gpu import HamiFitter, WorkerGpus, sync_worker
+from dispatcher.placement.gpu import WorkerGpus, sync_worker
+from dispatcher.placement.gpufit import HamiFitter
 from dispatcher.placement.hami.devices import ContainerDevice
 from dispatcher.placement.hami.names import HANDSHAKE_ANNOTATION, NODE_POLICY_ANNOTATION, REGISTER_ANNOTATION
 from dispatcher.placement.hami.nodecodec import encode_node_devices, register_device

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from dispatcher.placement import refit
-from dispatcher.placement.gpu import HamiFitter, WorkerGpus
+from dispatcher.placement.gpu import WorkerGpus
+from dispatcher.placement.gpufit import HamiFitter
 from dispatcher.placement.hami.devices import ContainerDevice
 from dispatcher.placement.hami.names import (
     CORDON_ANNOTATION,

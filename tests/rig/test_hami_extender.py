@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 from realrig import RealRig
 
 from dispatcher.kube.client import ClusterClient, KubeError, Resource
-from dispatcher.placement.gpu import HamiFitter, WorkerGpus, sync_worker
+from dispatcher.placement.gpu import WorkerGpus, sync_worker
+from dispatcher.placement.gpufit import HamiFitter
 from dispatcher.placement.hami.usage import PodAllocation
 from dispatcher.placement.worker import WorkerCapacity
 from dispatcher.placement.workload import PodSetSpec
