@@ -107,7 +107,7 @@ def test_refit_gives_the_fit_from_scratch(seed: int, monkeypatch: pytest.MonkeyP
         plans["scratch" if out is None else "reused" if isinstance(out, GpuVerdict) else "narrowed"] += 1
         return out
 
-    monkeypatch.setattr("dispatcher.placement.gpu.refit_plan", counting)
+    monkeypatch.setattr("dispatcher.placement.gpufit.refit_plan", counting)
     nodes = {f"n{i:02d}": (rng.choice([2, 4, 8]), rng.choice([24000, 40960])) for i in range(12)}
     gpus = WorkerGpus(clock=lambda: NOW)
     for name, (count, mem) in nodes.items():
