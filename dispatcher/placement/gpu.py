@@ -115,8 +115,8 @@ class WorkerGpus:
         self._pods_by_node: dict[str, dict[str, PodAllocation]] = {}
         #: Reservation uid -> node -> allocations assumed taken.
         self._assumed: dict[str, dict[str, tuple[Allocation, ...]]] = {}
-        #: Node -> device UUID -> [memory, cores, slots] assumed there in all (kept as reservations come and go,
-        #: so rebuilding a node costs its GPUs, not the reservations on it).
+        #: Node -> device UUID -> [memory, cores, slots, allocations] assumed there in all (kept as reservations
+        #: come and go, so rebuilding a node costs its GPUs, not the reservations on it).
         self._assumed_by_node: dict[str, dict[str, list[int]]] = {}
         #: Per usable node, the fit's prepared state (``GpuInventory.states`` values); rebuilt when dirty.
         self._states: dict[str, Any] = {}
