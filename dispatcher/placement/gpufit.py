@@ -144,11 +144,10 @@ class HamiFitter:
         cached = gpus.cached_fit(key)
         if cached is not None:
             return cached
-        single = key.single if isinstance(key, _FitKey) else None
         if isinstance(key, _FitKey):
-            prepared = key.prepared
+            prepared, single = key.prepared, key.single
         else:
-            prepared = [(ps, self.prepare(ps)) for ps in pod_sets]
+            prepared, single = [(ps, self.prepare(ps)) for ps in pod_sets], None
         verdict = None
         if single is not None:
             spread = single[1].selectors.node_policy == POLICY_SPREAD

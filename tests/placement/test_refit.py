@@ -153,11 +153,11 @@ def test_refit_gives_the_fit_from_scratch(seed: int, monkeypatch: pytest.MonkeyP
         for ps, key in zip(shapes, keys, strict=True):
             incremental = fitter.fit(worker, ps, "binpack", key)
             scratch = fitter._fit(gpus, key.prepared, "binpack")  # type: ignore[attr-defined]
-            if not scratch.ok and not incremental.permanent:
-                assert not incremental.ok and incremental.reason == scratch.reason, (step, incremental, scratch)
-                continue
             if scratch.ok:
                 assert _same(incremental, scratch), (step, incremental, scratch)
+            else:  # the fitter adds "(never: ...)" to a failure that no freed GPU would help
+                assert not incremental.ok, (step, incremental, scratch)
+                assert incremental.reason.startswith(scratch.reason), (step, incremental, scratch)
     # Both shortcuts ran often, and a fit from scratch stays the exception.
     assert plans["reused"] > 100 and plans["narrowed"] > 100, plans
     assert plans["scratch"] < plans["reused"] + plans["narrowed"], plans
