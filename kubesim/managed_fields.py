@@ -25,6 +25,7 @@ __all__ = [
     "encode_fields",
     "fields_of",
     "record_update",
+    "removed_fields",
 ]
 
 Path = tuple[str, ...]
@@ -217,6 +218,74 @@ def _changed(new: Any, old: Any, node: Any, prefix: Path, out: FieldSet) -> None
     out.add(prefix)
 
 
+def removed_fields(
+    old: Mapping[str, Any], new: Mapping[str, Any], root: Any, *, status: bool | None = None
+) -> FieldSet:
+    """``fields_of(old) - fields_of(new)``: the fields a write removed, found by walking both objects together
+    and skipping every subtree equal in both (an equal subtree has the same fields), so that a write to a large
+    object does not list every field of the object twice."""
+    out: FieldSet = set()
+    for key, value in old.items():
+        if key in ("apiVersion", "kind"):
+            continue
+        if (status is True and key != "status") or (status is False and key == "status"):
+            continue
+        after = new.get(key, _MISSING)
+        if key == "metadata" and isinstance(value, dict):
+            meta_node = _child(root, "metadata")
+            new_meta = after if isinstance(after, dict) else {}
+            for mk, mv in value.items():
+                if mk not in _UNTRACKED_META:
+                    _removed(mv, new_meta.get(mk, _MISSING), _child(meta_node, mk), ("f:metadata", "f:" + mk), out)
+            continue
+        _removed(value, after, _child(root, key), ("f:" + key,), out)
+    return out
+
+
+def _removed(old: Any, new: Any, node: Any, prefix: Path, out: FieldSet) -> None:
+    """The fields :func:`_walk` lists for ``old`` and not for ``new`` at ``prefix`` (``new`` may be missing)."""
+    if new is _MISSING:
+        _walk(old, node, prefix, out)
+        return
+    if old is new or old == new:
+        return
+    if isinstance(old, dict) and old and isinstance(new, dict) and new and not _atomic_map(node):
+        for k, v in old.items():
+            _removed(v, new.get(k, _MISSING), _child(node, k), (*prefix, "f:" + k), out)
+        return
+    if isinstance(old, list) and old and isinstance(new, list) and new:
+        kind, keys = _list_kind(node)
+        if kind == "map" and keys:
+            old_keys = [_item_key(item, keys) for item in old]
+            new_keys = [_item_key(item, keys) for item in new]
+            if len(set(old_keys)) == len(old_keys) and len(set(new_keys)) == len(new_keys):
+                by_key = dict(zip(new_keys, new, strict=True))
+                items_node = getattr(node, "items", None)
+                for item, key in zip(old, old_keys, strict=True):
+                    ip = (*prefix, key)
+                    after = by_key.get(key, _MISSING)
+                    if after is _MISSING:
+                        out.add((*ip, "."))
+                    if isinstance(item, dict):
+                        after_item = after if isinstance(after, dict) else {}
+                        for k, v in item.items():
+                            _removed(v, after_item.get(k, _MISSING), _child(items_node, k), (*ip, "f:" + k), out)
+                return
+        elif kind == "set":
+            have = {_item_key(item, ()) for item in new}
+            for item in old:
+                key = _item_key(item, ())
+                if key not in have:
+                    out.add((*prefix, key))
+            return
+    # Shapes that differ (a map become a scalar, ...) or keyed items that repeat a key: by the definition.
+    old_fields: FieldSet = set()
+    _walk(old, node, prefix, old_fields)
+    new_fields: FieldSet = set()
+    _walk(new, node, prefix, new_fields)
+    out.update(old_fields - new_fields)
+
+
 def _changed_slowly(new: Any, old: Any, node: Any, prefix: Path, out: FieldSet) -> None:
     """:func:`_changed` for a subtree whose keyed list repeats a key, path by path as the definition says."""
     new_fields: FieldSet = set()
@@ -364,15 +433,13 @@ def record_update(
     Fields the write changed move to ``manager``; fields it removed leave every owner.
     """
     only_status = True if subresource == "status" else (False if status_split else None)
-    new_fields = fields_of(new, root, status=only_status)
     if old is None:
-        changed = new_fields
+        changed = fields_of(new, root, status=only_status)
         removed: FieldSet = set()
         entries: list[dict[str, Any]] = []
     else:
-        old_fields = fields_of(old, root, status=only_status)
         changed = changed_fields(old, new, root, status=only_status)
-        removed = old_fields - new_fields
+        removed = removed_fields(old, new, root, status=only_status)
         entries = _entries(old)
     if not changed and not removed:
         _set_entries(new, entries)

@@ -82,6 +82,21 @@ class WatchStream:
             if out is not None:
                 return out
 
+    def ready(self, limit: int) -> tuple[list[tuple[str, Obj]], bool]:
+        """Up to ``limit`` events that are here already (no waiting), and whether the subscription ended."""
+        out: list[tuple[str, Obj]] = []
+        while self.initial and len(out) < limit:
+            out.append(self.initial.pop(0))
+        queue = self.subscription.queue
+        while len(out) < limit and not queue.empty():
+            event = queue.get_nowait()
+            if event is None:
+                return out, True
+            translated = self.translate(event)
+            if translated is not None:
+                out.append(translated)
+        return out, False
+
     def close(self) -> None:
         self.subscription.close()
 

@@ -17,6 +17,9 @@ from .common import Obj, ServerBase, _dumps, _flag, _Target
 
 __all__ = ["Watches"]
 
+#: The most events one write of a watch carries.
+_BATCH = 64
+
 
 class Watches(ServerBase):
     """The watch requests of a simulated API server."""
@@ -105,8 +108,15 @@ class Watches(ServerBase):
                 )
                 first = False
                 await resp.write(_dumps({"type": kind, "object": obj}) + b"\n")
-            else:
-                await resp.write(self._event_line(t, kind, obj))
+                continue
+            # What else is queued already goes out in the same write, as kube-apiserver's watch handler flushes
+            # only once its channel is empty: one TLS record and one send per burst, not per event.
+            lines = [self._event_line(t, kind, obj)]
+            more, ended = stream.ready(_BATCH - 1)
+            lines += [self._event_line(t, k, o) for k, o in more if k != "BOOKMARK" or bookmarks]
+            await resp.write(b"".join(lines))
+            if ended:
+                break
 
     def _event_line(self, t: _Target, kind: str, obj: Obj) -> bytes:
         meta = obj.get("metadata") or {}

@@ -332,29 +332,44 @@ def evaluate(rules: Sequence[CompiledRule], value: Any, old: Any, has_old: bool)
 
     Transition rules (those using ``oldSelf``) run only when there is an old value, as in the apiserver.
     One evaluation context is built per node and shared by its rules: converting the value is the main cost.
+    The rules see only what they read of the value (:mod:`.celpaths`), and the outcomes are remembered by what
+    they saw: CEL is deterministic, and the controllers' writes repeat the same inputs (one Workload after
+    another goes through the same conditions), so most evaluations are answered from :data:`_MEMO`.
     """
     if _cel is None:
         return
     paths = _read_paths(rules)
-    if paths is None:
-        yield from _evaluate(rules, value, old, has_old)
+    seen_self = value if paths is None else project(value, paths)
+    seen_old = old if paths is None or not has_old else project(old, paths)
+    # repr() tells apart what JSON equality would not (1 and 1.0, True and 1, key order, NaN), so two inputs with
+    # one key always evaluate alike.
+    key = (id(rules), has_old, repr(seen_self), repr(seen_old) if has_old else "")
+    known = None if CHECK_PROJECTION else _MEMO.get(key)  # the check must see every whole value
+    if known is not None and known[0] is rules:
+        yield from known[1]
         return
-    # Hand over only what the rules read: converting the value is the main cost.
-    outcomes = _evaluate(rules, project(value, paths), project(old, paths) if has_old else old, has_old)
-    if CHECK_PROJECTION:
-        projected = list(outcomes)
-        whole = list(_evaluate(rules, value, old, has_old))
-        if projected != whole:
+    outcomes = tuple(_evaluate(rules, seen_self, seen_old, has_old))
+    if CHECK_PROJECTION and paths is not None:
+        whole = tuple(_evaluate(rules, value, old, has_old))
+        if outcomes != whole:
             differ = [
                 f"{w.rule.rule!r}: {_said(w)} on the whole value, {_said(p)} on the projected one"
-                for p, w in zip(projected, whole, strict=False)
+                for p, w in zip(outcomes, whole, strict=False)
                 if p != w
-            ] or [f"{len(whole)} outcomes against {len(projected)}"]
+            ] or [f"{len(whole)} outcomes against {len(outcomes)}"]
             raise AssertionError(
                 f"kubesim.schema.celpaths read these rules wrong (paths kept: {paths!r}): " + "; ".join(differ)
             )
-        outcomes = iter(projected)
+    if len(_MEMO) >= _MEMO_SIZE:
+        _MEMO.clear()
+    _MEMO[key] = (rules, outcomes)
     yield from outcomes
+
+
+#: (id(rules), has_old, repr of what they saw of self, of oldSelf) -> (the rules, their outcomes). The rules are
+#: kept to check identity: an id can be reused once its rules are gone.
+_MEMO: dict[tuple[int, bool, str, str], tuple[Sequence[CompiledRule], tuple[Outcome, ...]]] = {}
+_MEMO_SIZE = 4096
 
 
 def _said(outcome: Outcome) -> str:

@@ -1,5 +1,6 @@
-"""``changed_fields`` against its definition: the fields of the new object that the old one lacks or holds with
-another value, path by path (what ``record_update`` computed before the subtree-skipping walk).
+"""``changed_fields`` and ``removed_fields`` against their definitions: the fields of the new object that the old
+one lacks or holds with another value, path by path, and the fields of the old object the new one lacks (what
+``record_update`` computed before the subtree-skipping walks).
 
 Seeded random edits of a Pod (containers keyed by name, env keyed by name and allowed to repeat a name,
 finalizers as a set, atomic args, status conditions keyed by type) and of a Kueue Workload (a CRD), with and
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kubesim.managed_fields import _value_at, changed_fields, fields_of
+from kubesim.managed_fields import _value_at, changed_fields, fields_of, removed_fields
 from kubesim.patch import clone
 from kubesim.schema import KindSchema, Schemas
 
@@ -100,13 +101,13 @@ def schemas() -> Schemas:
 
 @pytest.mark.parametrize("kind", ["pod", "workload"])
 @pytest.mark.parametrize("status", [None, True, False])
-def test_changed_fields_is_the_definition(schemas: Schemas, kind: str, status: bool | None) -> None:
+def test_changed_and_removed_fields_are_the_definitions(schemas: Schemas, kind: str, status: bool | None) -> None:
     schema: KindSchema = (
         schemas.get("", "v1", "Pod") if kind == "pod" else schemas.get("kueue.x-k8s.io", "v1beta1", "Workload")
     )
     base = _pod() if kind == "pod" else _workload()
     rng = random.Random(f"{kind}-{status}")
-    nonempty = 0
+    nonempty = removals = 0
     for _ in range(600):
         old = clone(base)
         for _ in range(rng.randint(0, 2)):
@@ -119,7 +120,11 @@ def test_changed_fields_is_the_definition(schemas: Schemas, kind: str, status: b
         want = _by_definition(old, new, schema.root, status)
         assert changed_fields(old, new, schema.root, status=status) == want, (old, new)
         nonempty += bool(want)
+        gone = fields_of(old, schema.root, status=status) - fields_of(new, schema.root, status=status)
+        assert removed_fields(old, new, schema.root, status=status) == gone, (old, new)
+        removals += bool(gone)
     assert nonempty > 100  # the edits reach fields that count (status only: about one edit in five)
+    assert removals > 60
 
 
 def test_unchanged_object_has_no_changed_fields(schemas: Schemas) -> None:

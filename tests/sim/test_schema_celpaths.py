@@ -160,3 +160,52 @@ def test_the_check_catches_a_projection_that_answers_otherwise(monkeypatch: pyte
     rules = compile_rules([{"rule": "self.a.b == 1"}])
     with pytest.raises(AssertionError, match=r"'self.a.b == 1': passed on the whole value, failed \(no such key: a\)"):
         list(evaluate(rules, {"a": {"b": 1}}, None, False))
+
+
+def test_remembered_outcomes_are_the_outcomes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside the check, outcomes are remembered by what the rules saw: every answer, first or remembered, is
+    what the rules give when evaluated afresh on the whole values, and the repeats are answered from memory."""
+    monkeypatch.setattr(cel, "CHECK_PROJECTION", False)
+    monkeypatch.setattr(cel, "_MEMO", {})
+    rules = Schemas.load().get("kueue.x-k8s.io", "v1beta2", "Workload").root.compiled_rules()
+    rng = random.Random(7)
+    pairs = [(_workload(rng), _workload(rng), i < 20 or rng.random() < 0.7) for i in range(40)]
+    # The same new values against other old values: reserved in another queue (transition rules answer
+    # otherwise), or none at all.
+    for i in range(20):
+        new = pairs[i][0]
+        old = copy.deepcopy(new)
+        old["status"] = {"conditions": [{"type": "QuotaReserved", "status": "True", "reason": "R", "message": "m"}]}
+        old["spec"]["queueName"] = "b" if new["spec"]["queueName"] == "a" else "a"
+        if i % 2:
+            old["spec"].pop("priorityClassRef", None)
+        pairs.append((new, old, True))
+    pairs += [(pairs[i][0], None, False) for i in range(10)]
+    fresh = [tuple(cel._evaluate(rules, new, old, has_old)) for new, old, has_old in pairs]
+    calls = 0
+    real = cel._evaluate
+
+    def counted(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return real(*args)
+
+    monkeypatch.setattr(cel, "_evaluate", counted)
+    for _ in range(3):
+        for (new, old, has_old), want in zip(pairs, fresh, strict=True):
+            assert tuple(evaluate(rules, copy.deepcopy(new), copy.deepcopy(old), has_old)) == want
+    assert sum(not o.passed for w in fresh for o in w) > 5
+    assert sum(fresh[i] != fresh[40 + i] for i in range(20)) > 3
+    assert sum(fresh[i] != fresh[60 + i] for i in range(10)) > 3
+    assert 0 < calls <= len(pairs)  # 180 answers, at most one evaluation per distinct input
+
+
+def test_inputs_equal_as_json_but_not_alike_are_remembered_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cel, "CHECK_PROJECTION", False)
+    rules = compile_rules([{"rule": "type(self.x) == int"}, {"rule": "self.y == true"}])
+    outcomes = [
+        [o.passed for o in evaluate(rules, value, None, False)]
+        for value in ({"x": 1, "y": True}, {"x": 1.0, "y": True}, {"x": 1, "y": 1}, {"x": 1, "y": True})
+    ]
+    assert outcomes[0] == [True, True] and outcomes[3] == [True, True]
+    assert outcomes[1][0] is False and outcomes[2][1] is False
