@@ -41,23 +41,30 @@ Obj = dict[str, Any]
 START_TIMEOUT = 600.0
 
 
-#: The manager's work in a world, in workers per worker. Measured on the dispatch benchmark (2,000 Jobs over 100
-#: workers in 2 shards of 50, 2026-11-28, `bench/dispatch.py`'s "each"): the shard that also ran the manager was 72 %
-#: busy in the dispatcher's phase and 88 % in the floor's, the other 64 % and 78 %: the manager did the work of 6 to 8
-#: workers. With 47 and 53 workers (this value), two runs gave 69/65 % and 62/65 % (floor 85/80 %, 84/83 %).
-MANAGER_SHARE = 0.06
+#: The manager's work in a world, in workers per worker: per Job, the manager's share of the simulator's work
+#: against a worker's, so the same at any number of workers. Measured on the dispatch benchmark (2,000 Jobs over 100
+#: workers in 2 shards, `bench/dispatch.py`'s "each", the first figure the shard with the manager):
+#: - 2026-11-28, 50 and 50 workers: 72/64 % in the dispatcher's phase, 88/78 % in the floor's (6 to 8 workers).
+#: - 2026-11-29, 47 and 53 workers (0.06), after the workers' writes and watches got cheaper: 79/64, 81/55, 76/61
+#:   and 75/61 % in the dispatcher's phase (the manager did the work of 18 to 19 workers, 31 in one run), 88/80,
+#:   87/79, 88/78 and 82/78 % in the floor's (9 to 13). The dispatcher's phase sets this value: 40 and 60 workers.
+MANAGER_SHARE = 0.2
 
 
 def shard_numbers(workers: int, shard: int, shards: int) -> tuple[int, ...]:
     """The worker numbers shard ``shard`` of ``shards`` runs: every ``shards``-th one (``n % shards == shard``), except
-    that shard 0, which also runs the manager, gives its last few to the other shards in turn, so that the shard
-    with the manager is not the busiest one (the first to pace a benchmark)."""
+    that shard 0, which also runs the manager, gives its last few to the other shards (each to the one running the
+    fewest), so that the shard with the manager is not the busiest one (the first to pace a benchmark)."""
     owner = {n: n % shards for n in range(1, workers + 1)}
     if shards > 1:
         move = round(MANAGER_SHARE * workers * (shards - 1) / shards)
         last = [n for n in range(workers, 0, -1) if owner[n] == 0][:move]
-        for i, n in enumerate(last):
-            owner[n] = 1 + i % (shards - 1)
+        count = [sum(1 for o in owner.values() if o == i) for i in range(shards)]
+        for n in last:
+            to = min(range(1, shards), key=lambda i: (count[i], i))  # the other shard with the fewest
+            owner[n] = to
+            count[0] -= 1
+            count[to] += 1
     return tuple(n for n in range(1, workers + 1) if owner[n] == shard)
 
 

@@ -84,10 +84,16 @@ class ApiBase:
         body["kind"] = rt.kind
         schema = self._kind_schema(rt, version)
         if rt.builtin:
-            obj, warnings = schema.decode_builtin(body, field_validation=opts.field_validation)
+            stored = old if version == rt.storage_version else None  # as this schema decoded it
+            obj, warnings = schema.decode_builtin(body, field_validation=opts.field_validation, stored=stored)
         else:
             old_v = self.to_version(rt, old, version) if old is not None else None
-            obj, warnings = schema.apply_crd(body, field_validation=opts.field_validation, old=old_v)
+            obj, warnings = schema.apply_crd(
+                body,
+                field_validation=opts.field_validation,
+                old=old_v,
+                old_as_stored=old_v is not None and old_v is old,  # not converted: as this schema stored it
+            )
         if not isinstance(obj.get("metadata"), dict):
             obj["metadata"] = {}
         return obj, list(warnings)

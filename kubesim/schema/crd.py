@@ -262,6 +262,7 @@ def apply_crd(
     field_validation: str = "Warn",
     old: dict[str, Any] | None = None,
     subresource: str | None = None,
+    old_as_stored: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     """Prune, default and validate a custom resource as apiextensions-apiserver does.
 
@@ -269,6 +270,11 @@ def apply_crd(
     metadata, 422 Invalid with every cause for schema and CEL violations. ``old`` is the stored object on
     updates (for transition rules and ratcheting). ``subresource`` is accepted for symmetry with the
     apiserver's status strategy, which validates the whole object the same way.
+
+    ``old_as_stored``: ``old`` is what this function returned for this schema (the stored object, not a
+    conversion of it). A top-level field sent exactly as stored (the same JSON, types included) is then not
+    pruned and defaulted again: it came out of both already, and both give it back unchanged. A controller's
+    status write sends the spec and metadata it read; walking them again was most of such a write.
     """
     del subresource  # the status strategy validates the whole object exactly like the main one
     if not isinstance(obj, dict):
@@ -277,11 +283,23 @@ def apply_crd(
             f"json: cannot unmarshal {_json_kind(obj)} into Go value of type map[string]interface {{}}"
         )
     data: dict[str, Any] = _clone(obj)
+    kept: dict[str, Any] = {}
+    if old_as_stored and isinstance(old, dict):
+        kept = {
+            k: v
+            for k, v in data.items()
+            if k not in ("apiVersion", "kind") and k in old and fastjson.dumps(v) == fastjson.dumps(old[k])
+        }
+    work = {k: v for k, v in data.items() if k not in kept} if kept else data
     pruner = _Pruner(schema)
-    pruner.prune(data, schema.root, "", resource_root=True)
+    pruner.prune(work, schema.root, "", resource_root=True)
     unknown = sorted(pruner.unknown) + pruner.meta_unknown
     warnings = _unknown_outcome(schema.kind, schema.version, unknown, field_validation)
-    _default(data, schema.root, resource_root=True)
+    _default(work, schema.root, resource_root=True)
+    if kept:
+        # The body's order, then what defaulting added (as the walk over the whole object leaves them).
+        data = {k: kept[k] if k in kept else work[k] for k in data if k in kept or k in work}
+        data.update((k, v) for k, v in work.items() if k not in data)
 
     has_old = isinstance(old, dict)
     validator = _Validator()

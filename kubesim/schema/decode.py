@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any, NoReturn
 
+from kubecommon import fastjson
 from kubecommon.quantity import QuantityError
 
 from ..errors import bad_request
@@ -268,17 +269,31 @@ def _unknown_outcome(decoder_kind: str, version: str, unknown: list[str], field_
 
 
 def decode_builtin(
-    schema: KindSchema, obj: dict[str, Any], *, field_validation: str = "Warn"
+    schema: KindSchema, obj: dict[str, Any], *, field_validation: str = "Warn", stored: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], list[str]]:
     """Decode ``obj`` into the built-in kind as the apiserver does; returns (the object as stored, warnings).
 
     Raises 400 BadRequest for type errors (first one, Go's wording), malformed quantities/times, and for
     unknown fields under ``fieldValidation=Strict`` (all of them, comma-joined).
+
+    ``stored``: on an update, the object as stored, which this function decoded. A top-level field sent exactly
+    as stored (the same JSON, types included) decodes to itself (no unknown field, no type error, canonical
+    quantities and times), so it is copied instead of walked: a status write sends back the spec and metadata
+    it read.
     """
     dec = _Decoder(schema.kind, schema.version)
     if not isinstance(obj, dict):
         dec.fail(f"json: cannot unmarshal {_json_kind(obj)} into Go value of type {_go_type(schema.root)}")
-    out = dec.struct(obj, schema.root, [], "")
+    kept: dict[str, Any] = {}
+    if stored is not None:
+        for key, value in obj.items():
+            if isinstance(value, (dict, list)) and key in stored:
+                sent = fastjson.dumps(value)
+                if sent == fastjson.dumps(stored[key]):
+                    kept[key] = fastjson.loads(sent)  # a copy: the caller may change what it sent
+    out = dec.struct({k: v for k, v in obj.items() if k not in kept} if kept else obj, schema.root, [], "")
+    if kept:
+        out = {k: kept[k] if k in kept else out[k] for k in obj if k in kept or k in out}
     if dec.first_error is not None:
         dec.fail(dec.first_error)
     warnings = _unknown_outcome(schema.kind, schema.version, dec.unknown, field_validation)

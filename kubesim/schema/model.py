@@ -459,12 +459,12 @@ class KindSchema:
         return self._has_rules
 
     def decode_builtin(
-        self, obj: dict[str, Any], *, field_validation: str = "Warn"
+        self, obj: dict[str, Any], *, field_validation: str = "Warn", stored: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], list[str]]:
         """Decode a built-in kind as the apiserver's JSON decoder does: see ``decode.decode_builtin``."""
         from .decode import decode_builtin
 
-        return decode_builtin(self, obj, field_validation=field_validation)
+        return decode_builtin(self, obj, field_validation=field_validation, stored=stored)
 
     def apply_crd(
         self,
@@ -473,8 +473,16 @@ class KindSchema:
         field_validation: str = "Warn",
         old: dict[str, Any] | None = None,
         subresource: str | None = None,
+        old_as_stored: bool = False,
     ) -> tuple[dict[str, Any], list[str]]:
         """Prune, default and validate a custom resource: see ``crd.apply_crd``."""
         from .crd import apply_crd
 
-        return apply_crd(self, obj, field_validation=field_validation, old=old, subresource=subresource)
+        return apply_crd(
+            self,
+            obj,
+            field_validation=field_validation,
+            old=old,
+            subresource=subresource,
+            old_as_stored=old_as_stored,
+        )

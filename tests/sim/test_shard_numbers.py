@@ -15,8 +15,8 @@ def test_every_worker_runs_in_exactly_one_shard(workers: int, shards: int) -> No
 
 def test_the_shard_with_the_manager_runs_fewer_workers() -> None:
     """The manager does the work of several workers: shard 0, which runs it, gives some of its own away, so that it
-    is not the busiest process (measured: 72 % against 64 % with 50 workers each, bench/RESULTS.md)."""
-    assert [len(shard_numbers(100, i, 2)) for i in range(2)] == [47, 53]
+    is not the busiest process (measured: 76 % against 61 % with 47 and 53 workers, kubesim/shards.py)."""
+    assert [len(shard_numbers(100, i, 2)) for i in range(2)] == [40, 60]
     three = [len(shard_numbers(100, i, 3)) for i in range(3)]
     assert three[0] < min(three[1:]) and abs(three[1] - three[2]) <= 1
     # Interleaved as before otherwise: shard 1 still runs the odd workers.
@@ -24,5 +24,7 @@ def test_the_shard_with_the_manager_runs_fewer_workers() -> None:
 
 
 def test_a_small_world_is_dealt_out_as_before() -> None:
-    assert shard_numbers(10, 0, 2) == (2, 4, 6, 8, 10)
-    assert shard_numbers(10, 1, 2) == (1, 3, 5, 7, 9)
+    assert shard_numbers(4, 0, 2) == (2, 4)
+    assert shard_numbers(4, 1, 2) == (1, 3)
+    assert shard_numbers(10, 0, 2) == (2, 4, 6, 8)
+    assert shard_numbers(10, 1, 2) == (1, 3, 5, 7, 9, 10)
