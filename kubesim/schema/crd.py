@@ -282,14 +282,14 @@ def apply_crd(
             f'{schema.kind} in version "{schema.version}" cannot be handled as a {schema.kind}: '
             f"json: cannot unmarshal {_json_kind(obj)} into Go value of type map[string]interface {{}}"
         )
-    data: dict[str, Any] = _clone(obj)
     kept: dict[str, Any] = {}
     if old_as_stored and isinstance(old, dict):
-        kept = {
-            k: v
-            for k, v in data.items()
-            if k not in ("apiVersion", "kind") and k in old and fastjson.dumps(v) == fastjson.dumps(old[k])
-        }
+        for key, value in obj.items():
+            if key not in ("apiVersion", "kind") and key in old:
+                sent = fastjson.dumps(value)
+                if sent == fastjson.dumps(old[key]):
+                    kept[key] = fastjson.loads(sent)  # a copy: the caller may change what it sent
+    data: dict[str, Any] = {k: kept[k] if k in kept else _clone(v) for k, v in obj.items()} if kept else _clone(obj)
     work = {k: v for k, v in data.items() if k not in kept} if kept else data
     pruner = _Pruner(schema)
     pruner.prune(work, schema.root, "", resource_root=True)

@@ -15,8 +15,8 @@ def test_every_worker_runs_in_exactly_one_shard(workers: int, shards: int) -> No
 
 def test_the_shard_with_the_manager_runs_fewer_workers() -> None:
     """The manager does the work of several workers: shard 0, which runs it, gives some of its own away, so that it
-    is not the busiest process (measured: 76 % against 61 % with 47 and 53 workers, kubesim/shards.py)."""
-    assert [len(shard_numbers(100, i, 2)) for i in range(2)] == [40, 60]
+    is not the busiest process (measured: kubesim/shards.py)."""
+    assert [len(shard_numbers(100, i, 2)) for i in range(2)] == [42, 58]
     three = [len(shard_numbers(100, i, 3)) for i in range(3)]
     assert three[0] < min(three[1:]) and abs(three[1] - three[2]) <= 1
     # Interleaved as before otherwise: shard 1 still runs the odd workers.
