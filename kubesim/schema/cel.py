@@ -341,8 +341,8 @@ def evaluate(rules: Sequence[CompiledRule], value: Any, old: Any, has_old: bool)
     paths = _read_paths(rules)
     seen_self = value if paths is None else project(value, paths)
     seen_old = old if paths is None or not has_old else project(old, paths)
-    # repr() tells apart what JSON equality would not (1 and 1.0, True and 1, key order, NaN), so two inputs with
-    # one key always evaluate alike.
+    # repr() tells apart what Python's == does not (1 and 1.0, True and 1, key order, NaN), so two inputs with one
+    # key always evaluate alike.
     key = (id(rules), has_old, repr(seen_self), repr(seen_old) if has_old else "")
     known = None if CHECK_PROJECTION else _MEMO.get(key)  # the check must see every whole value
     if known is not None and known[0] is rules:
@@ -360,9 +360,10 @@ def evaluate(rules: Sequence[CompiledRule], value: Any, old: Any, has_old: bool)
             raise AssertionError(
                 f"kubesim.schema.celpaths read these rules wrong (paths kept: {paths!r}): " + "; ".join(differ)
             )
-    if len(_MEMO) >= _MEMO_SIZE:
-        _MEMO.clear()
-    _MEMO[key] = (rules, outcomes)
+    if len(key[2]) + len(key[3]) <= _MEMO_KEY_CHARS:  # a large value is rarely seen twice: not kept
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.clear()
+        _MEMO[key] = (rules, outcomes)
     yield from outcomes
 
 
@@ -370,6 +371,7 @@ def evaluate(rules: Sequence[CompiledRule], value: Any, old: Any, has_old: bool)
 #: kept to check identity: an id can be reused once its rules are gone.
 _MEMO: dict[tuple[int, bool, str, str], tuple[Sequence[CompiledRule], tuple[Outcome, ...]]] = {}
 _MEMO_SIZE = 4096
+_MEMO_KEY_CHARS = 8192
 
 
 def _said(outcome: Outcome) -> str:

@@ -209,3 +209,13 @@ def test_inputs_equal_as_json_but_not_alike_are_remembered_apart(monkeypatch: py
     ]
     assert outcomes[0] == [True, True] and outcomes[3] == [True, True]
     assert outcomes[1][0] is False and outcomes[2][1] is False
+
+
+def test_large_values_are_not_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cel, "CHECK_PROJECTION", False)
+    monkeypatch.setattr(cel, "_MEMO", {})
+    rules = compile_rules([{"rule": "size(self.s) > 0"}])
+    assert [o.passed for o in evaluate(rules, {"s": "x" * 10_000}, None, False)] == [True]
+    assert cel._MEMO == {}
+    assert [o.passed for o in evaluate(rules, {"s": "x"}, None, False)] == [True]
+    assert len(cel._MEMO) == 1
