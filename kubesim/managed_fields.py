@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .errors import ApiError
@@ -95,22 +95,31 @@ def fields_of(obj: Mapping[str, Any], root: Any, *, status: bool | None = None) 
     status subresource); None keeps everything.
     """
     out: FieldSet = set()
+    for value, _, node, prefix in _tracked(obj, {}, root, status):
+        _walk(value, node, prefix, out)
+    return out
+
+
+def _tracked(
+    obj: Mapping[str, Any], other: Mapping[str, Any], root: Any, status: bool | None
+) -> Iterator[tuple[Any, Any, Any, Path]]:
+    """(value, ``other``'s value at the same place or missing, schema node, path) for every field of ``obj`` the
+    server attributes to a manager: the top-level fields (``status`` as :func:`fields_of` says) and the fields of
+    ``metadata`` but those in :data:`_UNTRACKED_META`."""
     for key, value in obj.items():
         if key in ("apiVersion", "kind"):
             continue
-        if status is True and key != "status":
+        if (status is True and key != "status") or (status is False and key == "status"):
             continue
-        if status is False and key == "status":
-            continue
+        there = other.get(key, _MISSING)
         if key == "metadata" and isinstance(value, dict):
             meta_node = _child(root, "metadata")
+            other_meta = there if isinstance(there, dict) else {}
             for mk, mv in value.items():
-                if mk in _UNTRACKED_META:
-                    continue
-                _walk(mv, _child(meta_node, mk), ("f:metadata", "f:" + mk), out)
+                if mk not in _UNTRACKED_META:
+                    yield mv, other_meta.get(mk, _MISSING), _child(meta_node, mk), ("f:metadata", "f:" + mk)
             continue
-        _walk(value, _child(root, key), ("f:" + key,), out)
-    return out
+        yield value, there, _child(root, key), ("f:" + key,)
 
 
 def _walk(value: Any, node: Any, prefix: Path, out: FieldSet) -> None:
@@ -149,20 +158,8 @@ def changed_fields(
     object touches a few fields, and resolving each of its hundred paths from the root cost more than the rest
     of the write."""
     out: FieldSet = set()
-    for key, value in new.items():
-        if key in ("apiVersion", "kind"):
-            continue
-        if (status is True and key != "status") or (status is False and key == "status"):
-            continue
-        before = old.get(key, _MISSING)
-        if key == "metadata" and isinstance(value, dict):
-            meta_node = _child(root, "metadata")
-            old_meta = before if isinstance(before, dict) else {}
-            for mk, mv in value.items():
-                if mk not in _UNTRACKED_META:
-                    _changed(mv, old_meta.get(mk, _MISSING), _child(meta_node, mk), ("f:metadata", "f:" + mk), out)
-            continue
-        _changed(value, before, _child(root, key), ("f:" + key,), out)
+    for value, before, node, prefix in _tracked(new, old, root, status):
+        _changed(value, before, node, prefix, out)
     return out
 
 
@@ -225,20 +222,8 @@ def removed_fields(
     and skipping every subtree equal in both (an equal subtree has the same fields), so that a write to a large
     object does not list every field of the object twice."""
     out: FieldSet = set()
-    for key, value in old.items():
-        if key in ("apiVersion", "kind"):
-            continue
-        if (status is True and key != "status") or (status is False and key == "status"):
-            continue
-        after = new.get(key, _MISSING)
-        if key == "metadata" and isinstance(value, dict):
-            meta_node = _child(root, "metadata")
-            new_meta = after if isinstance(after, dict) else {}
-            for mk, mv in value.items():
-                if mk not in _UNTRACKED_META:
-                    _removed(mv, new_meta.get(mk, _MISSING), _child(meta_node, mk), ("f:metadata", "f:" + mk), out)
-            continue
-        _removed(value, after, _child(root, key), ("f:" + key,), out)
+    for value, after, node, prefix in _tracked(old, new, root, status):
+        _removed(value, after, node, prefix, out)
     return out
 
 

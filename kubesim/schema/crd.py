@@ -15,7 +15,7 @@ from kubecommon import fastjson
 
 from ..errors import Cause, bad_request, invalid
 from . import cel
-from .decode import _Decoder, _unknown_outcome
+from .decode import _Decoder, _unknown_outcome, sent_as_stored
 from .gosemantics import _json_kind
 from .model import KindSchema, Node
 from .validate import _BLOCKING, _correlate_items, _join, _list_types, _map_key, _same, _Validator
@@ -282,13 +282,7 @@ def apply_crd(
             f'{schema.kind} in version "{schema.version}" cannot be handled as a {schema.kind}: '
             f"json: cannot unmarshal {_json_kind(obj)} into Go value of type map[string]interface {{}}"
         )
-    kept: dict[str, Any] = {}
-    if old_as_stored and isinstance(old, dict):
-        for key, value in obj.items():
-            if key not in ("apiVersion", "kind") and key in old:
-                sent = fastjson.dumps(value)
-                if sent == fastjson.dumps(old[key]):
-                    kept[key] = fastjson.loads(sent)  # a copy: the caller may change what it sent
+    kept = sent_as_stored(obj, old) if old_as_stored and isinstance(old, dict) else {}
     data: dict[str, Any] = {k: kept[k] if k in kept else _clone(v) for k, v in obj.items()} if kept else _clone(obj)
     work = {k: v for k, v in data.items() if k not in kept} if kept else data
     pruner = _Pruner(schema)

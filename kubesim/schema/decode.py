@@ -268,6 +268,19 @@ def _unknown_outcome(decoder_kind: str, version: str, unknown: list[str], field_
     return [f"unknown field {_quote(p)}" for p in unknown]
 
 
+def sent_as_stored(obj: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """The top-level maps and lists of ``obj`` whose JSON is exactly ``stored``'s (types and key order included),
+    copied (the caller may change what it sent). Such a field came out of the write path when it was stored and
+    would come out of it unchanged, so the decoders (here and :mod:`.crd`) skip it."""
+    kept: dict[str, Any] = {}
+    for key, value in obj.items():
+        if isinstance(value, (dict, list)) and key in stored:
+            sent = fastjson.dumps(value)
+            if sent == fastjson.dumps(stored[key]):
+                kept[key] = fastjson.loads(sent)
+    return kept
+
+
 def decode_builtin(
     schema: KindSchema, obj: dict[str, Any], *, field_validation: str = "Warn", stored: dict[str, Any] | None = None
 ) -> tuple[dict[str, Any], list[str]]:
@@ -284,13 +297,7 @@ def decode_builtin(
     dec = _Decoder(schema.kind, schema.version)
     if not isinstance(obj, dict):
         dec.fail(f"json: cannot unmarshal {_json_kind(obj)} into Go value of type {_go_type(schema.root)}")
-    kept: dict[str, Any] = {}
-    if stored is not None:
-        for key, value in obj.items():
-            if isinstance(value, (dict, list)) and key in stored:
-                sent = fastjson.dumps(value)
-                if sent == fastjson.dumps(stored[key]):
-                    kept[key] = fastjson.loads(sent)  # a copy: the caller may change what it sent
+    kept = sent_as_stored(obj, stored) if stored is not None else {}
     out = dec.struct({k: v for k, v in obj.items() if k not in kept} if kept else obj, schema.root, [], "")
     if kept:
         out = {k: kept[k] if k in kept else out[k] for k in obj if k in kept or k in out}
