@@ -13,10 +13,12 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import sys
+import tempfile
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +55,29 @@ def parser(doc: str | None, *, runs: int) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a reduced run (well under a minute)")
     p.add_argument("--json", action="store_true", help="also print the figures as one JSON object on the last line")
     p.add_argument("--runs", type=int, default=None, help=f"runs per figure; the median is reported (default {runs})")
+    p.add_argument(
+        "--keep", action="store_true", help="keep the run's temporary directory (clusters, database, logs); say where"
+    )
     return p
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str, *, keep: bool = False) -> Iterator[Path]:
+    """A temporary directory for one run: its simulated clusters' or rig's files, its SQLite database, its logs.
+
+    It is removed once the run has ended well: a 10,000-Job dispatch run leaves about 600 MB there, and a machine
+    that runs the benchmarks often filled its ``/tmp`` with them. After a failure, or with ``keep``, it stays, and
+    its path is printed on stderr, for the logs it holds."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    except BaseException:
+        print(f"kept {path} (the run failed)", file=sys.stderr)
+        raise
+    if keep:
+        print(f"kept {path}", file=sys.stderr)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def median(values: Sequence[float]) -> float:

@@ -42,13 +42,12 @@ import json
 import os
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from _common import emit, machine, machine_line, median, parser, percentile, rnd, scratch_database
+from _common import emit, machine, machine_line, median, parser, percentile, rnd, scratch_database, scratch_dir
 
 from dispatcher import labels as L
 from dispatcher.adapters.job import JobAdapter
@@ -556,8 +555,8 @@ def main() -> int:
     )
     report: dict[str, Any] = {"machine": info, "database": db, "runs": args.runs, "real": args.real, "workers": {}}
     for workers in worker_counts:
-        tmp = Path(tempfile.mkdtemp(prefix=f"dispatch-bench-{workers}-"))
-        report["workers"][str(workers)] = asyncio.run(run_size(args, workers, job_counts, tmp))
+        with scratch_dir(f"dispatch-bench-{workers}-", keep=args.keep) as tmp:
+            report["workers"][str(workers)] = asyncio.run(run_size(args, workers, job_counts, tmp))
     ratios = [float(j["ratio_to_floor"]) for w in report["workers"].values() for j in w["jobs"].values()]
     report["ratio_to_floor"] = round(min(ratios), 3) if ratios else None
     print(

@@ -19,11 +19,11 @@ import dataclasses
 import json
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import aiohttp
+from _common import scratch_dir
 
 from dispatcher.adapters.job import JobAdapter
 from dispatcher.config import FencingPolicy, Policy, load_config
@@ -40,8 +40,7 @@ PLACED = (WorkloadState.PLACED, WorkloadState.ADMITTED, WorkloadState.RUNNING)
 ADMITTED = (WorkloadState.ADMITTED, WorkloadState.RUNNING)
 
 
-async def run(args: argparse.Namespace) -> dict[str, object]:
-    tmp = Path(tempfile.mkdtemp(prefix="failover-speed-"))
+async def run(args: argparse.Namespace, tmp: Path) -> dict[str, object]:
     (tmp / "topology.yaml").write_text(TOPOLOGY)
     sim = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "dispatcher", "sim", "up", "--workers", str(args.workers), "--gpu-workers", "0",
@@ -158,7 +157,10 @@ def main() -> int:
     parser.add_argument("--max-in-flight", type=int, default=500, help="per worker (the config default is 500)")
     add_fencing_arguments(parser)
     parser.add_argument("--db-url", help="default: SQLite in a temporary directory")
-    report = asyncio.run(run(parser.parse_args()))
+    parser.add_argument("--keep", action="store_true", help="keep the run's temporary directory and say where")
+    args = parser.parse_args()
+    with scratch_dir("failover-speed-", keep=args.keep) as tmp:
+        report = asyncio.run(run(args, tmp))
     print(json.dumps(report, indent=1))
     return 0
 

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from _common import scratch_dir
 
 from dispatcher.adapters.job import JobAdapter
 from dispatcher.capacity import kueue_resource
@@ -501,7 +502,7 @@ async def _setup_worker(client: ClusterClient, gen: Generator, factor: float, gp
 
 
 async def run_strategy(strategy: str, gen: Generator, args: argparse.Namespace) -> Obj:
-    tmp = Path(tempfile.mkdtemp(prefix=f"quality-{strategy}-"))
+    tmp = Path(tempfile.mkdtemp(prefix=f"quality-{strategy}-", dir=args.scratch))
     (tmp / "topology.yaml").write_text(_topology(args, gen))
     n = len(args.factors)
     gpu_workers = str(n if args.gpu else 0)
@@ -782,6 +783,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-in-flight", type=int, default=100, help="per worker")
     parser.add_argument("--timeout", type=float, default=1800.0, help="give up waiting for the jobs after this")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--keep", action="store_true", help="keep the runs' temporary directories and say where")
     parser.add_argument("--verbose", action="store_true", help="the dispatcher's log on stderr")
     import quality_real  # the real-rig run (bench/quality_real.py): real MultiKueue as the peer
 
@@ -816,11 +818,13 @@ def main(argv: list[str] | None = None) -> int:
         import logging
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    try:
-        report = asyncio.run(run(args))
-    except GeneratorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    # Every strategy's clusters, database and logs go under one directory, removed at the end (bench/_common.py).
+    with scratch_dir("quality-", keep=args.keep) as args.scratch:
+        try:
+            report = asyncio.run(run(args))
+        except GeneratorError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     print(json.dumps(report, indent=1))
     return 0
 

@@ -18,13 +18,17 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
-def run_bench(script: str, *args: str, timeout: float = 120) -> dict[str, Any]:
+def run_bench(script: str, *args: str, timeout: float = 120, tmp: Path | None = None) -> dict[str, Any]:
+    """Run ``script`` reduced; with ``tmp``, its temporary directories go there (``TMPDIR``)."""
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent)}
+    if tmp is not None:
+        env["TMPDIR"] = str(tmp)
     proc = subprocess.run(
         [sys.executable, str(BENCH / script), "--json", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(BENCH.parent)},
+        env=env,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -66,12 +70,14 @@ def test_failover_moves_every_job_once() -> None:
 
 
 @pytest.mark.parametrize("pg", [False, True], ids=["sqlite", "postgresql"])
-def test_dispatch_reports_the_ratio_to_the_floor(pg: bool) -> None:
+def test_dispatch_reports_the_ratio_to_the_floor(pg: bool, tmp_path: Path) -> None:
     args = ["--quick", "--workers", "2", "--jobs", "40", "--paced-jobs", "10"]
     if pg:
         url = os.environ["DISPATCHER_TEST_PG_URL"]  # tests/conftest.py defaults it to the local server
         args += ["--db-url", url]
-    report = run_bench("dispatch.py", *args, timeout=180)
+    report = run_bench("dispatch.py", *args, timeout=180, tmp=tmp_path)
+    # Its clusters' files and database were removed once it had ended well (hundreds of MB at 10,000 Jobs).
+    assert not list(tmp_path.glob("dispatch-bench-*"))
     size = report["workers"]["2"]
     assert size["jobs"]["40"]["placed_per_second"] > 0 and size["jobs"]["40"]["floor_per_second"] > 0
     assert report["ratio_to_floor"] > 0
@@ -82,3 +88,23 @@ def test_dispatch_reports_the_ratio_to_the_floor(pg: bool) -> None:
     assert 0 <= jobs["idle_cpu_busy"] < 1
     assert jobs["cpu_ms_per_job_life"] >= jobs["cpu_ms_per_job"] > 0
     assert jobs["cpu_ms_per_job_life"] > jobs["cpu_ms_per_job_life_above_idle"] > 0
+
+
+def test_a_runs_scratch_directory_is_removed_unless_the_run_failed_or_keep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.syspath_prepend(str(BENCH))
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    from _common import scratch_dir
+
+    with scratch_dir("ok-") as path:
+        (path / "db.sqlite").write_text("x")
+    assert not path.exists()
+    with scratch_dir("kept-", keep=True) as kept:
+        pass
+    assert kept.is_dir() and f"kept {kept}" in capsys.readouterr().err
+    with pytest.raises(RuntimeError), scratch_dir("failed-") as failed:
+        (failed / "rig-up.log").write_text("why")
+        raise RuntimeError("the rig did not start")
+    assert (failed / "rig-up.log").read_text() == "why"
+    assert f"kept {failed} (the run failed)" in capsys.readouterr().err
