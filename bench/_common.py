@@ -55,9 +55,6 @@ def parser(doc: str | None, *, runs: int) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true", help="a reduced run (well under a minute)")
     p.add_argument("--json", action="store_true", help="also print the figures as one JSON object on the last line")
     p.add_argument("--runs", type=int, default=None, help=f"runs per figure; the median is reported (default {runs})")
-    p.add_argument(
-        "--keep", action="store_true", help="keep the run's temporary directory (clusters, database, logs); say where"
-    )
     return p
 
 

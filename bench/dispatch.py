@@ -540,6 +540,9 @@ def main() -> int:
         "--sim-processes", type=int, default=1, help="processes of the simulated clusters (`sim up --processes`)"
     )
     p.add_argument("--real", action="store_true", help="on `dispatcher rig up --real` instead of the simulator")
+    p.add_argument(
+        "--keep", action="store_true", help="keep the run's temporary directory (clusters, database, logs); say where"
+    )
     args = p.parse_args()
     args.runs = args.runs or (1 if args.quick else 3)
     worker_counts = args.workers or ([10] if args.quick else [10, 100])
