@@ -25,12 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import failover_speed
-from _common import emit, machine, machine_line, median, parser, scratch_database
+from _common import emit, machine, machine_line, median, parser, scratch_database, scratch_dir
 
 from dispatcher import labels as L
 from dispatcher.adapters.job import JobAdapter
@@ -61,15 +60,15 @@ async def _measure_and_count(
     return report
 
 
-async def _one(args: argparse.Namespace) -> dict[str, Any]:
+async def _one(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     failover_speed._measure = _measure_and_count  # type: ignore[assignment]
     given = args.db_url
     try:
         if not given:
-            return await failover_speed.run(args)  # SQLite in its own temporary directory
-        async with scratch_database(given, Path(tempfile.gettempdir()) / "unused.sqlite") as url:
+            return await failover_speed.run(args, tmp)  # SQLite in the run's temporary directory
+        async with scratch_database(given, tmp / "unused.sqlite") as url:
             args.db_url = url  # a PostgreSQL database of its own for this run
-            return await failover_speed.run(args)
+            return await failover_speed.run(args, tmp)
     finally:
         args.db_url = given
         failover_speed._measure = _original_measure  # type: ignore[assignment]
@@ -83,6 +82,7 @@ def main() -> int:
     p.add_argument("--max-in-flight", type=int, default=500, help="per worker (the config default is 500)")
     failover_speed.add_fencing_arguments(p)
     p.add_argument("--db-url", help="default: SQLite in a temporary directory")
+    p.add_argument("--keep", action="store_true", help="keep each run's temporary directory and say where")
     args = p.parse_args()
     runs = args.runs or (1 if args.quick else 3)
     args.jobs = args.jobs or (200 if args.quick else 1000)
@@ -96,7 +96,8 @@ def main() -> int:
     )
     results = []
     for i in range(runs):
-        r = asyncio.run(_one(args))
+        with scratch_dir("failover-", keep=args.keep) as tmp:
+            r = asyncio.run(_one(args, tmp))
         results.append(r)
         print(
             f"  run {i + 1}: {r['affected']} jobs on {r['victim']}: detection {r['detection_seconds']}s, "

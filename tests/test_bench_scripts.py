@@ -58,8 +58,11 @@ def test_restart_reports_ready_and_first_placement(tmp_path: Path) -> None:
     assert report["first_copy_seconds"] is not None
 
 
-def test_failover_moves_every_job_once() -> None:
-    report = run_bench("failover.py", "--quick", "--jobs", "30", "--lost-timeout", "2", "--lease-duration", "3")
+def test_failover_moves_every_job_once(tmp_path: Path) -> None:
+    report = run_bench(
+        "failover.py", "--quick", "--jobs", "30", "--lost-timeout", "2", "--lease-duration", "3", tmp=tmp_path
+    )
+    assert not list(tmp_path.iterdir())  # its clusters' files and database are removed
     assert report["affected"] > 0
     # The simulated workers run fencing agents: nothing moves before leaseDuration + grace (3 + 2.5 s) have passed
     # since the last renewal, which was at most a renewal interval (3/4 s) before the fault, itself 2 s before Lost.
