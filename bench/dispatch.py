@@ -93,6 +93,13 @@ def _job(name: str, labelled: bool) -> Obj:
     }
 
 
+#: Processes of the simulated clusters by default. The benchmark measures the dispatcher, so the simulator must not
+#: set its pace (issue 20). On the project's 2-core machine, 100 workers, 2,000-4,000 Jobs (bench/RESULTS.md): with
+#: one process it is saturated; with two the busiest runs at 68-73 % of a core in the dispatcher's phase and
+#: 82-85 % in the floor's; with three at 43-52 % and 52-56 %, at the same rate.
+SIM_PROCESSES = 3
+
+
 async def _create_job(manager: ClusterClient, name: str, labelled: bool) -> Obj:
     """Submit one Job, retried on a timeout as a user's client would (a create that landed: read it back)."""
     delay = 0.2
@@ -414,7 +421,8 @@ async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) ->
     if args.real:
         sim, clusters, sim_pids = await _start_real(workers, tmp)
     else:
-        sim, clusters, sim_pids = await _start_sim(workers, tmp, args.sim_processes)
+        processes = args.sim_processes if args.sim_processes is not None else min(SIM_PROCESSES, workers)
+        sim, clusters, sim_pids = await _start_sim(workers, tmp, processes)
     try:
         loaded = load_config(clusters)
         policy = dataclasses.replace(
@@ -537,7 +545,10 @@ def main() -> int:
     p.add_argument("--paced-jobs", type=int, default=None, help="jobs of the latency phase (default 500; --quick 200)")
     p.add_argument("--paced-rate", type=float, default=100.0, help="at most this many submissions per second")
     p.add_argument(
-        "--sim-processes", type=int, default=1, help="processes of the simulated clusters (`sim up --processes`)"
+        "--sim-processes",
+        type=int,
+        default=None,
+        help=f"processes of the simulated clusters (`sim up --processes`; default {SIM_PROCESSES}, at most --workers)",
     )
     p.add_argument("--real", action="store_true", help="on `dispatcher rig up --real` instead of the simulator")
     p.add_argument(
