@@ -1,6 +1,6 @@
 """Dispatch throughput against the API floor: simulated clusters of 10 and 100 workers, 1,000 and 10,000 quick jobs.
 
-The simulated clusters run in a child process (``dispatcher sim up``: a manager and N workers, HTTPS, Kueue, job
+The simulated clusters run in child processes (``dispatcher sim up``: a manager and N workers, HTTPS, Kueue, job
 controller, scheduler and kubelet; jobs run 1 s); the dispatcher and the floor run here, one after the other,
 against the same clusters, in turn (dispatcher, floor, dispatcher, floor, ...), so that the ratio of each pair
 is measured under the same load.
@@ -15,8 +15,9 @@ for every job (submitted beforehand, like the dispatcher's) create the copy on a
 the manager Job's annotations. No SQL, no placement, no watches. ``ratio_to_floor`` is the median over runs of
 dispatcher rate / floor rate of each pair. Target: >= 0.7.
 
-``--sim-processes N`` spreads the simulated clusters over N processes (``sim up --processes``); "sim" is then the
-cores they use together, "busiest" the busiest process's share of a core.
+``--sim-processes N`` spreads the simulated clusters over N processes (``sim up --processes``; default
+:data:`SIM_PROCESSES`, at most one per worker); "sim" is the cores they use together, "busiest" the busiest
+process's share of a core.
 
 ``--real``: the same, against ``dispatcher rig up --real`` instead of the simulator (real etcd, kube-apiserver,
 controller manager, scheduler, kwok and Kueue per cluster, built by ``rig/build.sh``): floor and dispatcher in turn
