@@ -58,6 +58,13 @@ def parser(doc: str | None, *, runs: int) -> argparse.ArgumentParser:
     return p
 
 
+def add_keep_option(p: argparse.ArgumentParser) -> None:
+    """``--keep``: keep the run's temporary directory (:func:`scratch_dir`) after a good run too."""
+    p.add_argument(
+        "--keep", action="store_true", help="keep the run's temporary directory (clusters, database, logs); say where"
+    )
+
+
 @contextlib.contextmanager
 def scratch_dir(prefix: str, *, keep: bool = False) -> Iterator[Path]:
     """A temporary directory for one run: its simulated clusters' or rig's files, its SQLite database, its logs.

@@ -48,7 +48,18 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from _common import emit, machine, machine_line, median, parser, percentile, rnd, scratch_database, scratch_dir
+from _common import (
+    add_keep_option,
+    emit,
+    machine,
+    machine_line,
+    median,
+    parser,
+    percentile,
+    rnd,
+    scratch_database,
+    scratch_dir,
+)
 
 from dispatcher import labels as L
 from dispatcher.adapters.job import JobAdapter
@@ -552,9 +563,7 @@ def main() -> int:
         help=f"processes of the simulated clusters (`sim up --processes`; default {SIM_PROCESSES}, at most --workers)",
     )
     p.add_argument("--real", action="store_true", help="on `dispatcher rig up --real` instead of the simulator")
-    p.add_argument(
-        "--keep", action="store_true", help="keep the run's temporary directory (clusters, database, logs); say where"
-    )
+    add_keep_option(p)
     args = p.parse_args()
     args.runs = args.runs or (1 if args.quick else 3)
     worker_counts = args.workers or ([10] if args.quick else [10, 100])

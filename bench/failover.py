@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import failover_speed
-from _common import emit, machine, machine_line, median, parser, scratch_database, scratch_dir
+from _common import add_keep_option, emit, machine, machine_line, median, parser, scratch_database, scratch_dir
 
 from dispatcher import labels as L
 from dispatcher.adapters.job import JobAdapter
@@ -82,7 +82,7 @@ def main() -> int:
     p.add_argument("--max-in-flight", type=int, default=500, help="per worker (the config default is 500)")
     failover_speed.add_fencing_arguments(p)
     p.add_argument("--db-url", help="default: SQLite in a temporary directory")
-    p.add_argument("--keep", action="store_true", help="keep each run's temporary directory and say where")
+    add_keep_option(p)
     args = p.parse_args()
     runs = args.runs or (1 if args.quick else 3)
     args.jobs = args.jobs or (200 if args.quick else 1000)

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import aiohttp
-from _common import scratch_dir
+from _common import add_keep_option, scratch_dir
 
 from dispatcher.adapters.job import JobAdapter
 from dispatcher.config import FencingPolicy, Policy, load_config
@@ -157,7 +157,7 @@ def main() -> int:
     parser.add_argument("--max-in-flight", type=int, default=500, help="per worker (the config default is 500)")
     add_fencing_arguments(parser)
     parser.add_argument("--db-url", help="default: SQLite in a temporary directory")
-    parser.add_argument("--keep", action="store_true", help="keep the run's temporary directory and say where")
+    add_keep_option(parser)
     args = parser.parse_args()
     with scratch_dir("failover-speed-", keep=args.keep) as tmp:
         report = asyncio.run(run(args, tmp))

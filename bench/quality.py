@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from _common import scratch_dir
+from _common import add_keep_option, scratch_dir
 
 from dispatcher.adapters.job import JobAdapter
 from dispatcher.capacity import kueue_resource
@@ -783,7 +783,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-in-flight", type=int, default=100, help="per worker")
     parser.add_argument("--timeout", type=float, default=1800.0, help="give up waiting for the jobs after this")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--keep", action="store_true", help="keep the runs' temporary directories and say where")
+    add_keep_option(parser)
     parser.add_argument("--verbose", action="store_true", help="the dispatcher's log on stderr")
     import quality_real  # the real-rig run (bench/quality_real.py): real MultiKueue as the peer
 

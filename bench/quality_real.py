@@ -533,7 +533,7 @@ def _ratios(configs: dict[str, Obj]) -> Obj:
 
 async def run_real(args: argparse.Namespace, gen: Generator) -> Obj:
     """Every configuration of ``args.configs`` on one real rig; the figures and the ratios to real AllAtOnce."""
-    directory = Path(tempfile.mkdtemp(prefix="quality-real-", dir=getattr(args, "scratch", None)))
+    directory = Path(tempfile.mkdtemp(prefix="quality-real-", dir=args.scratch))  # bench/quality.py's run directory
     bench = Bench(args, gen, directory)
     out: Obj = {
         "real": True,
