@@ -12,7 +12,9 @@ SQL and reported on the manager object (``Placed``). ``placed_per_second`` is jo
 
 **Floor**: a bare asyncio loop with the same Kubernetes client that makes only the API calls a dispatch needs:
 for every job (submitted beforehand, like the dispatcher's) create the copy on a worker (round robin) and patch
-the manager Job's annotations. No SQL, no placement, no watches. ``ratio_to_floor`` is the median over runs of
+the manager Job's annotations. No SQL, no placement, no watches; in a process of its own, so that its CPU per Job
+is its own (the dispatcher, still running here, watches the floor's copies meanwhile: ``floor_watch_cpu_ms_per_job``,
+the part of a Job's cost that watching Kueue on the workers takes). ``ratio_to_floor`` is the median over runs of
 dispatcher rate / floor rate of each pair. Target: >= 0.7.
 
 ``--sim-processes N`` spreads the simulated clusters over N processes (``sim up --processes``; default
@@ -41,6 +43,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import pickle
 import signal
 import sys
 import time
@@ -78,6 +81,7 @@ JOBS = JobAdapter.resource
 NAMESPACE = "team-a"
 TOPOLOGY = 'cpuWorker:\n  nodes: [{prefix: cpu, count: 4, cpu: "64", memory: 256Gi, pods: 5000}]\n'
 BENCH_LABEL = "bench.dispatcher.io/floor"
+SCRIPT = os.path.abspath(__file__)
 
 
 def _job(name: str, labelled: bool) -> Obj:
@@ -331,8 +335,9 @@ class Bench:
         end = await self.wait_placed(names, 600)
         seconds = end - start
         placed = cpu.per_job(n, seconds)
-        # The whole life: until every Job of the phase has finished in the dispatcher and no status write is
-        # pending, so that the work after placement (status sync, finish, the copies' events) is counted too;
+        # The whole life: until every Job of the phase has finished in the dispatcher, no status write is pending
+        # and its Events are written, so that the work after placement (status sync, finish, the copies' watch
+        # events, the manager's Events) is counted too;
         # the placement window alone leaves out more of it the shorter the phase.
         life = await self.wait_finished(names, 600) - start
         lived = cpu.per_job(n, life)
@@ -346,12 +351,14 @@ class Bench:
         }
 
     async def wait_finished(self, names: list[str], timeout: float) -> float:
-        """When every job of ``names`` is terminal (or gone) in the dispatcher with no status write pending."""
+        """When every job of ``names`` is terminal (or gone) in the dispatcher with no status write pending and
+        no Kubernetes Event left to write (each Job has about three, written in the background)."""
         wanted = set(names)
+        events = self.d.rt.events
         async with asyncio.timeout(timeout):
             while True:
                 open_ = {lv.name for lv in self.d.live.by_id.values() if not lv.terminal} & wanted
-                if not open_ and not self._dirty:
+                if not open_ and not self._dirty and (events is None or not events.queued):
                     return time.monotonic()
                 await asyncio.sleep(0.25)
 
@@ -389,7 +396,14 @@ async def _with_retries(call: Callable[[], Awaitable[Any]], *, created: bool = F
 
 
 async def floor(
-    config: DispatcherConfig, prefix: str, n: int, concurrency: int, sim_pids: list[int], submitter: KubeconfigRef
+    config: DispatcherConfig,
+    prefix: str,
+    n: int,
+    concurrency: int,
+    sim_pids: list[int],
+    submitter: KubeconfigRef,
+    *,
+    on_start: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """The API calls alone: create each copy on a worker (round robin), patch the manager Job (with the
     dispatcher's credentials; the jobs are submitted with ``submitter``'s beforehand)."""
@@ -418,6 +432,7 @@ async def floor(
                 }
                 await _with_retries(lambda: manager.patch(JOBS, NAMESPACE, meta["name"], patch))
 
+        on_start()
         start, cpu = time.monotonic(), Cpu(sim_pids)
         await asyncio.gather(*(dispatch(i, o) for i, o in enumerate(objs)))
         seconds = time.monotonic() - start
@@ -427,6 +442,51 @@ async def floor(
         await user.close()
         for w in workers:
             await w.close()
+
+
+async def floor_apart(
+    config: DispatcherConfig, prefix: str, n: int, concurrency: int, sim_pids: list[int], submitter: KubeconfigRef
+) -> dict[str, Any]:
+    """:func:`floor` in a child process (this script with ``--floor-child``), so that its CPU is the floor's
+    alone: in this one the dispatcher keeps running, and its informers take every event of the floor's copies.
+    ``watch_cpu_ms_per_job`` is what this process spent per floor Job meanwhile (watching the copies' Workloads
+    and Jobs on the workers, probes, leases, Events still queued), which the floor does not do."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        SCRIPT,
+        "--floor-child",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.write(pickle.dumps((config, prefix, n, concurrency, sim_pids, submitter)))
+    await child.stdin.drain()
+    child.stdin.close()
+    if (await child.stdout.readline()).strip() != b"start":  # its Jobs are submitted; its clock starts now
+        raise RuntimeError(f"the floor's process ended before it started (exit code {await child.wait()})")
+    before, start = time.process_time(), time.monotonic()
+    answer = await child.stdout.read()
+    cpu, seconds = time.process_time() - before, time.monotonic() - start
+    if await child.wait() != 0:
+        raise RuntimeError(f"the floor's process failed (exit code {child.returncode})")
+    result: dict[str, Any] = json.loads(answer)
+    result["watch_cpu_ms_per_job"] = 1000 * cpu / n
+    result["watch_seconds"] = seconds
+    return result
+
+
+def _floor_child() -> int:
+    """The child of :func:`floor_apart`: its arguments pickled on stdin; ``start`` then the result (JSON) on stdout."""
+    args = pickle.loads(sys.stdin.buffer.read())
+
+    def started() -> None:
+        sys.stdout.write("start\n")
+        sys.stdout.flush()
+
+    gcpolicy.settle()
+    result = asyncio.run(floor(*args, on_start=started))
+    sys.stdout.write(json.dumps(result))
+    return 0
 
 
 async def run_size(args: Any, workers: int, job_counts: list[int], tmp: Path) -> dict[str, Any]:
@@ -482,8 +542,10 @@ async def _measure_size(
                 disp["cpu_ms_per_job_life_above_idle"] = (
                     disp["cpu_ms_per_job_life"] - 1000 * idle * disp["life_seconds"] / n
                 )
-                flo = await floor(config, f"f{workers}-{n}-{r}", n, args.floor_concurrency, sim_pids, submitter)
+                flo = await floor_apart(config, f"f{workers}-{n}-{r}", n, args.floor_concurrency, sim_pids, submitter)
                 ratio = disp["placed_per_second"] / flo["placed_per_second"]
+                watch_above = flo["watch_cpu_ms_per_job"] - 1000 * idle * flo["watch_seconds"] / n
+                flo["watch_cpu_ms_per_job_above_idle"] = watch_above
                 pairs.append((disp, flo, ratio))
                 print(
                     f"  {workers} workers, {n} jobs, run {r + 1}: dispatcher {disp['placed_per_second']:.0f}/s "
@@ -495,7 +557,8 @@ async def _measure_size(
                     f"each {_each(disp)}), "
                     f"floor {flo['placed_per_second']:.0f}/s ({flo['seconds']:.2f}s, {flo['cpu_ms_per_job']:.2f} ms "
                     f"CPU/job, busy {flo['cpu_busy']:.0%}, sim {flo['sim_cpu_busy']:.0%}, "
-                    f"busiest {flo['sim_busiest']:.0%}, each {_each(flo)}), ratio {ratio:.2f}"
+                    f"busiest {flo['sim_busiest']:.0%}, each {_each(flo)}; the dispatcher meanwhile "
+                    f"{flo['watch_cpu_ms_per_job']:.2f} ms CPU/job, {watch_above:.2f} above idle), ratio {ratio:.2f}"
                 )
             rate = median([p[0]["placed_per_second"] for p in pairs])
             out[str(n)] = {
@@ -510,6 +573,10 @@ async def _measure_size(
                     median([p[0]["cpu_ms_per_job_life_above_idle"] for p in pairs]), 3
                 ),
                 "floor_cpu_ms_per_job": round(median([p[1]["cpu_ms_per_job"] for p in pairs]), 3),
+                "floor_watch_cpu_ms_per_job": round(median([p[1]["watch_cpu_ms_per_job"] for p in pairs]), 3),
+                "floor_watch_cpu_ms_per_job_above_idle": round(
+                    median([p[1]["watch_cpu_ms_per_job_above_idle"] for p in pairs]), 3
+                ),
                 "sim_cpu_busy": round(median([p[0]["sim_cpu_busy"] for p in pairs]), 2),
                 "floor_sim_cpu_busy": round(median([p[1]["sim_cpu_busy"] for p in pairs]), 2),
                 "sim_busiest": round(median([p[0]["sim_busiest"] for p in pairs]), 2),
@@ -549,6 +616,8 @@ async def _measure_size(
 
 
 def main() -> int:
+    if sys.argv[1:] == ["--floor-child"]:
+        return _floor_child()
     p = parser(__doc__, runs=3)
     p.add_argument("--workers", type=int, action="append", help="worker counts (default 10 and 100; --quick 10)")
     p.add_argument("--jobs", type=int, action="append", help="jobs per run (default 1,000 and 10,000; --quick 1,000)")

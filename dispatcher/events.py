@@ -3,6 +3,12 @@
 Repeats of the same (object, type, reason, message) within ``window`` seconds are counted, not
 re-sent, the way client-go's event correlator keeps a busy controller from flooding the API server.
 Events are written in the background: losing one never blocks dispatching.
+
+A burst places a hundred Jobs a second and each Job gets about three Events (Placed, Admitted, Finished), more
+than one write at a time can carry, so ``writers`` writes are in flight. An Event that finds the queue full is
+dropped, as client-go drops one when its broadcaster's queue is full, but never silently: a warning (at most one a
+minute, with the count) and ``kueue_dispatcher_events_dropped_total``. A write the API server refuses for good
+(Forbidden: the dispatcher's Role lacks ``create events``) is a misconfiguration and warns the same way.
 """
 
 from __future__ import annotations
@@ -24,29 +30,49 @@ __all__ = ["EventRecorder"]
 log = logging.getLogger("dispatcher.events")
 EVENTS = Resource("", "v1", "events", "Event")
 COMPONENT = "kueue-dispatcher"
+QUEUE_FULL = "queue_full"
+WRITE_FAILED = "write_failed"
 
 
 class EventRecorder:
     def __init__(
-        self, client: ClusterClient, *, window: float = 600.0, queue_size: int = 10_000, component: str = COMPONENT
+        self,
+        client: ClusterClient,
+        *,
+        window: float = 600.0,
+        queue_size: int = 10_000,
+        writers: int = 4,
+        warn_every: float = 60.0,
+        component: str = COMPONENT,
     ) -> None:
         self.client = client
         self.component = component
         self.window = window
+        self.writers = max(1, writers)
+        self.warn_every = warn_every
         self._seen: dict[tuple[str, str, str, str], float] = {}
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=queue_size)
-        self._task: asyncio.Task[None] | None = None
-        self.dropped = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        #: Events dropped because the queue was full (``queue_full``) or the API server refused them
+        #: (``write_failed``), since the start.
+        self.dropped: dict[str, int] = {QUEUE_FULL: 0, WRITE_FAILED: 0}
         self.written = 0
+        self._warned: dict[str, float] = {}
+        self._unwarned: dict[str, int] = {QUEUE_FULL: 0, WRITE_FAILED: 0}
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="event-recorder")
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._run(), name=f"event-recorder-{i}") for i in range(self.writers)]
 
     async def stop(self) -> None:
-        if self._task is not None:
-            await cancel_and_wait([self._task], what="events")
-            self._task = None
+        if self._tasks:
+            await cancel_and_wait(self._tasks, what="events")
+            self._tasks = []
+
+    @property
+    def queued(self) -> int:
+        """Events waiting to be written."""
+        return self._queue.qsize()
 
     def emit(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """Queue an Event about ``obj`` (a manager object as read from the API)."""
@@ -89,7 +115,22 @@ class EventRecorder:
         try:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
-            self.dropped += 1
+            self._drop(
+                QUEUE_FULL,
+                f"{self._queue.maxsize} are queued for the manager's API server, which takes "
+                "them slower than they come",
+            )
+
+    def _drop(self, reason: str, why: str) -> None:
+        """Count a lost Event; warn at once for the first of ``reason``, then at most every ``warn_every`` s."""
+        self.dropped[reason] += 1
+        self._unwarned[reason] += 1
+        now = time.monotonic()
+        last = self._warned.get(reason)
+        if last is None or now - last >= self.warn_every:
+            log.warning("%d Kubernetes Events not written (%s): %s", self._unwarned[reason], reason, why)
+            self._warned[reason] = now
+            self._unwarned[reason] = 0
 
     async def _run(self) -> None:
         while True:
@@ -97,9 +138,14 @@ class EventRecorder:
             try:
                 await self.client.create(EVENTS, event["metadata"]["namespace"], event)
                 self.written += 1
-            except (KubeError, Deposed) as e:  # Deposed: a standby replica writes nothing
-                self.dropped += 1
-                log.debug("event not written: %s", e)
+            except Deposed:  # a standby replica writes nothing
+                pass
+            except KubeError as e:
+                if e.transient:
+                    self.dropped[WRITE_FAILED] += 1
+                    log.debug("event not written: %s", e)
+                else:  # Forbidden, Unauthorized, Invalid: it would refuse every one
+                    self._drop(WRITE_FAILED, str(e))
             finally:
                 self._queue.task_done()
 

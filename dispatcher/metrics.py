@@ -57,6 +57,10 @@ family                                             type       labels
 ``kueue_dispatcher_api_calls_queued``              gauge      cluster (calls waiting for one of the cluster's
                                                               request connections now; kube/gate.py)
 ``kueue_dispatcher_api_call_queue_seconds_total``  counter    cluster (seconds calls waited for one, in all)
+``kueue_dispatcher_events_written_total``          counter    (Kubernetes Events written on the manager)
+``kueue_dispatcher_events_dropped_total``          counter    reason (queue_full: more came than the manager
+                                                              took; write_failed: the API server refused)
+``kueue_dispatcher_events_queued``                 gauge      (Events waiting to be written)
 ``kueue_dispatcher_build_info``                    gauge      version
 ``kueue_dispatcher_leader``                        gauge      (1 when this replica leads: always without
                                                               leader election; 0 for a standby)
@@ -213,6 +217,14 @@ class DispatcherCollector:
             "over the rate of api_calls_total is the mean wait).",
             labels=["cluster"],
         )
+        yield CounterMetricFamily(f"{PREFIX}_events_written", "Kubernetes Events written on the manager cluster.")
+        yield CounterMetricFamily(
+            f"{PREFIX}_events_dropped",
+            "Kubernetes Events not written: queue_full (they came faster than the manager's API server took them) "
+            "or write_failed (the API server refused them).",
+            labels=["reason"],
+        )
+        yield GaugeMetricFamily(f"{PREFIX}_events_queued", "Kubernetes Events waiting to be written.")
         yield GaugeMetricFamily(f"{PREFIX}_build_info", "The dispatcher's version.", labels=["version"])
         yield GaugeMetricFamily(
             f"{PREFIX}_leader",
@@ -225,7 +237,7 @@ class DispatcherCollector:
         d = self.dispatcher
         if d is not None:
             families[f"{PREFIX}_leader"].add_metric([], 1.0 if getattr(d, "is_leader", True) else 0.0)
-            for section in (self._workers, self._quotas, self._workloads, self._clients):
+            for section in (self._workers, self._quotas, self._workloads, self._clients, self._events):
                 try:
                     section(d, families)
                 except Exception:  # a scrape must never fail because one section did
@@ -303,6 +315,16 @@ class DispatcherCollector:
             if gate is not None:
                 families[f"{PREFIX}_api_calls_queued"].add_metric([name], float(gate.waiting))
                 families[f"{PREFIX}_api_call_queue_seconds"].add_metric([name], float(gate.waited))
+
+    @staticmethod
+    def _events(d: Any, families: dict[str, Family]) -> None:
+        recorder = getattr(getattr(d, "rt", None), "events", None)
+        if recorder is None:
+            return
+        families[f"{PREFIX}_events_written"].add_metric([], float(recorder.written))
+        for reason, n in sorted(recorder.dropped.items()):
+            families[f"{PREFIX}_events_dropped"].add_metric([reason], float(n))
+        families[f"{PREFIX}_events_queued"].add_metric([], float(recorder.queued))
 
 
 class _WithoutCreated:

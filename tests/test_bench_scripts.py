@@ -91,6 +91,8 @@ def test_dispatch_reports_the_ratio_to_the_floor(pg: bool, tmp_path: Path) -> No
     assert 0 <= jobs["idle_cpu_busy"] < 1
     assert jobs["cpu_ms_per_job_life"] >= jobs["cpu_ms_per_job"] > 0
     assert jobs["cpu_ms_per_job_life"] > jobs["cpu_ms_per_job_life_above_idle"] > 0
+    # The floor ran in a process of its own; the dispatcher here spent CPU meanwhile on watching its copies.
+    assert jobs["floor_cpu_ms_per_job"] > 0 and jobs["floor_watch_cpu_ms_per_job"] > 0
 
 
 def test_a_runs_scratch_directory_is_removed_unless_the_run_failed_or_keep(

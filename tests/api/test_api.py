@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -37,6 +37,7 @@ from dispatcher.api import (
     start_api,
 )
 from dispatcher.config import DispatcherConfig, KubeconfigRef, Policy, WorkerConfig
+from dispatcher.events import EventRecorder
 from dispatcher.health import HealthMachine, HealthMonitor
 from dispatcher.live import Live, LiveSet
 from dispatcher.metrics import Metrics, Outcome
@@ -476,6 +477,9 @@ async def test_metrics_are_open_parse_and_carry_every_family(client: Client, wor
         "kueue_dispatcher_worker_cordoned": "gauge",
         "kueue_dispatcher_worker_in_flight": "gauge",
         "kueue_dispatcher_build_info": "gauge",
+        "kueue_dispatcher_events_written": "counter",
+        "kueue_dispatcher_events_dropped": "counter",
+        "kueue_dispatcher_events_queued": "gauge",
     }
     for name, kind in expected.items():
         assert families[name].type == kind, name
@@ -553,6 +557,23 @@ def test_metrics_registries_are_independent() -> None:
     text_b = b.render()[0].decode()
     assert 'cluster="worker-1"' not in text_b
     assert 'kueue_dispatcher_placements_total{cluster="worker-1",outcome="placed"} 1.0' in a.render()[0].decode()
+
+
+def test_metrics_count_events_written_dropped_and_queued() -> None:
+    class Service:
+        class rt:
+            events = EventRecorder(cast(Any, None), queue_size=2)
+
+    recorder = Service.rt.events
+    for i in range(5):  # not started: two wait, three find the queue full
+        recorder.emit({"metadata": {"uid": f"u{i}", "name": f"j{i}"}}, "Normal", "Placed", "placed")
+    recorder.written = 7
+    families = {f.name: f for f in text_string_to_metric_families(Metrics(Service()).render()[0].decode())}
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families.values() for s in f.samples}
+    assert samples[("kueue_dispatcher_events_written_total", ())] == 7
+    assert samples[("kueue_dispatcher_events_dropped_total", (("reason", "queue_full"),))] == 3
+    assert samples[("kueue_dispatcher_events_dropped_total", (("reason", "write_failed"),))] == 0
+    assert samples[("kueue_dispatcher_events_queued", ())] == 2
 
 
 def test_a_failing_section_does_not_fail_the_scrape(caplog: pytest.LogCaptureFixture) -> None:

@@ -1,0 +1,117 @@
+"""The Event recorder: several writes in flight, and no Event lost without a warning and a count."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, cast
+
+import pytest
+
+from dispatcher.events import QUEUE_FULL, WRITE_FAILED, EventRecorder
+from dispatcher.fencing import Deposed
+from dispatcher.kube.client import ClusterClient, KubeError
+
+Obj = dict[str, Any]
+
+
+class Manager:
+    """A manager API server's Event creates: held until released, or failing with ``error``."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.created: list[Obj] = []
+        self.release = asyncio.Event()
+        self.four_in_flight = asyncio.Event()
+
+    async def create(self, res: Any, namespace: str, body: Obj) -> Obj:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        if self.in_flight == 4:
+            self.four_in_flight.set()
+        try:
+            await self.release.wait()
+            if self.error is not None:
+                raise self.error
+            self.created.append(body)
+            return body
+        finally:
+            self.in_flight -= 1
+
+
+def job(i: int) -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"j{i}", "namespace": "team-a", "uid": f"u{i}"},
+    }
+
+
+async def test_a_burst_is_written_several_at_a_time() -> None:
+    manager = Manager()
+    rec = EventRecorder(cast(ClusterClient, manager), writers=4)
+    rec.start()
+    try:
+        for i in range(10):
+            rec.emit(job(i), "Normal", "Placed", "placed on worker-1")
+        async with asyncio.timeout(5):
+            await manager.four_in_flight.wait()
+        assert rec.queued == 6
+        manager.release.set()
+        await rec.flush()
+        assert manager.most_in_flight == 4 and rec.written == 10 and rec.queued == 0
+        assert sorted(e["involvedObject"]["name"] for e in manager.created) == sorted(f"j{i}" for i in range(10))
+        assert rec.dropped == {QUEUE_FULL: 0, WRITE_FAILED: 0}
+    finally:
+        await rec.stop()
+
+
+async def test_a_full_queue_drops_with_a_count_and_a_warning_a_minute(caplog: pytest.LogCaptureFixture) -> None:
+    manager = Manager()
+    rec = EventRecorder(cast(ClusterClient, manager), queue_size=2, writers=1)
+    with caplog.at_level(logging.WARNING, logger="dispatcher.events"):
+        for i in range(5):  # not started: nothing is taken off the queue
+            rec.emit(job(i), "Normal", "Placed", "placed on worker-1")
+    assert rec.queued == 2 and rec.dropped[QUEUE_FULL] == 3
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1, warnings  # the first drop warns; the next two, within the minute, are counted
+    assert "1 Kubernetes Events not written (queue_full)" in warnings[0]
+    rec.warn_every = 0.0
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="dispatcher.events"):
+        rec.emit(job(9), "Normal", "Placed", "placed on worker-1")
+    assert caplog.records[0].getMessage().startswith("3 Kubernetes Events not written (queue_full)")
+
+
+@pytest.mark.parametrize(
+    ("error", "warned"),
+    [
+        (KubeError(403, "Forbidden", 'events is forbidden: User "d" cannot create resource "events"'), True),
+        (KubeError(503, "ServiceUnavailable", "etcd is slow"), False),
+        (Deposed("a standby"), False),
+    ],
+    ids=["forbidden", "transient", "deposed"],
+)
+async def test_a_refused_write_is_counted_and_a_lasting_refusal_warns(
+    error: Exception, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    manager = Manager(error)
+    manager.release.set()
+    rec = EventRecorder(cast(ClusterClient, manager))
+    rec.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="dispatcher.events"):
+            rec.emit(job(1), "Warning", "CopyRejected", "no")
+            await rec.flush()
+    finally:
+        await rec.stop()
+    assert rec.written == 0 and rec.dropped[QUEUE_FULL] == 0
+    # A standby writes nothing by design: not a lost Event.
+    assert rec.dropped[WRITE_FAILED] == (0 if isinstance(error, Deposed) else 1)
+    messages = [r.getMessage() for r in caplog.records]
+    if warned:
+        assert len(messages) == 1 and "(write_failed)" in messages[0] and "cannot create resource" in messages[0]
+    else:
+        assert messages == []
