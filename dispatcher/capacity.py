@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ import yaml
 from kubecommon.tasks import cancel_and_wait
 
 from . import labels as L
-from .health import HealthMachine, HealthMonitor
+from .health import Answered, HealthMachine, HealthMonitor
 from .kube.client import ClusterClient, KubeError, Resource
 from .kube.informer import Informer
 from .placement.gpu import WorkerGpus
@@ -382,9 +383,22 @@ class WorkerView:
         return handle
 
 
-async def probe_worker(client: ClusterClient, view: WorkerView, timeout: float) -> bool | str:
+async def probe_worker(
+    client: ClusterClient, view: WorkerView, timeout: float, answered_within: float = 0.0
+) -> bool | str | Answered:
     """A worker's health probe: its ``/readyz``, and whether it refuses any of the dispatcher's reads (a
-    ServiceAccount without the RBAC to list pods answers ``/readyz`` but cannot be placed on)."""
+    ServiceAccount without the RBAC to list pods answers ``/readyz`` but cannot be placed on).
+
+    When the worker answered one of our requests (a Lease renewal, a create, a list; not a watch's stream) within
+    ``answered_within`` seconds and none failed since, that answer stands for the ``/readyz`` call, with contact
+    dated then (:class:`~dispatcher.health.Answered`). It is the same evidence: the API server is up, reachable,
+    and accepts our credentials. On a quiet fleet the probe's call is the only one besides the Lease renewals, so
+    this is most of the dispatcher's idle cost per worker (``bench/RESULTS.md``). A request failed since, or none
+    recent: the call is made."""
+    last = client.last_answered
+    if answered_within > 0 and last > client.last_failure and time.monotonic() - last < answered_within:
+        client.probes_skipped += 1
+        return view.rejection() or Answered(last)
     result = await client.probe(timeout)
     if result is True:
         refused = view.rejection()
@@ -425,7 +439,9 @@ def watch_workers(
         health.add(
             name,
             HealthMachine(suspect_after=suspect_after, lost_timeout=lost_timeout),
-            functools.partial(probe_worker, client, view, max(0.5, min(3.0, lost_timeout / 4))),
+            functools.partial(
+                probe_worker, client, view, max(0.5, min(3.0, lost_timeout / 4)), answered_within=health.interval
+            ),
             view.last_contact,
         )
         view.start()

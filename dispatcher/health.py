@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from kubecommon.tasks import cancel_and_wait
 
-__all__ = ["HealthMachine", "HealthMonitor", "HealthState"]
+__all__ = ["Answered", "HealthMachine", "HealthMonitor", "HealthState"]
 
 log = logging.getLogger("dispatcher.health")
 
@@ -35,6 +35,15 @@ class HealthState:
     RECOVERING = "Recovering"
     #: Answers, but refuses the dispatcher (401/403): ``HealthMachine.reason`` says how.
     NOT_READY = "NotReady"
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A probe's result when no call was made because the worker answered a request at ``at`` (monotonic) within
+    the probe interval: a success, with contact dated ``at`` and not now, so that skipping a call never makes a
+    worker look more recently alive than it was."""
+
+    at: float
 
 
 @dataclass
@@ -56,8 +65,9 @@ class HealthMachine:
     def contact(self, now: float) -> None:
         self.last_contact = max(self.last_contact, now)
 
-    def probe(self, result: bool | str, now: float) -> str | None:
-        """Feed a probe result (True, False, or the worker's refusal); returns the new state when it changed."""
+    def probe(self, result: bool | str, now: float, *, answered_at: float | None = None) -> str | None:
+        """Feed a probe result (True, False, or the worker's refusal); returns the new state when it changed.
+        ``answered_at``: a success seen in a request's answer at that time rather than a call now."""
         if isinstance(result, str):
             # It answered: alive. But it refuses us: nothing may be placed there, and it is not failed over from.
             self.contact(now)
@@ -70,7 +80,7 @@ class HealthMachine:
                 return self.state
             return None if self.state == old else self.state
         if result:
-            self.contact(now)
+            self.contact(now if answered_at is None else answered_at)
             self.streak += 1
             if self.state != HealthState.LOST:
                 self.reason = ""
@@ -116,7 +126,7 @@ class HealthMachine:
             self.since = now
 
 
-Probe = Callable[[], Awaitable[bool | str]]
+Probe = Callable[[], Awaitable[bool | str | Answered]]
 Contact = Callable[[], float]
 OnChange = Callable[[str, str, str], None]
 
@@ -156,9 +166,10 @@ class HealthMonitor:
         for name, result in zip(names, results, strict=True):
             machine = self.machines[name]
             machine.contact(self._probes[name][1]())
-            verdict: bool | str = result if isinstance(result, str) else result is True
+            answered_at = result.at if isinstance(result, Answered) else None
+            verdict: bool | str = result if isinstance(result, str) else (result is True or answered_at is not None)
             old, old_reason = machine.state, machine.reason
-            new = machine.probe(verdict, now)
+            new = machine.probe(verdict, now, answered_at=answered_at)
             if new is not None:
                 if new == HealthState.NOT_READY:
                     log.error("worker %s: %s -> NotReady: %s", name, old, machine.reason)

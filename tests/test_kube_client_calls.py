@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,50 @@ async def test_writes_queries_and_credentials_reach_the_server_as_sent(
         assert err.value.code == 401
     finally:
         await anonymous.close()
+
+
+async def test_last_answered_is_a_request_answered_with_our_credentials_not_a_watch_stream(
+    cluster: tuple[SimCluster, ClusterClient], tmp_path: Path
+) -> None:
+    """What lets a health probe stand on a recent answer (dispatcher/capacity.py, ``probe_worker``)."""
+    sim, client = cluster
+    path = tmp_path / "watcher"
+    path.write_text(json.dumps(sim.kubeconfig()))
+    watcher = await connect("watcher", KubeconfigRef(path=str(path)))
+    try:
+        await client.create(CM, "default", _cm("w0", {}))
+        rv = (await client.list(CM, "default"))["metadata"]["resourceVersion"]
+        got = asyncio.Event()
+
+        async def watch() -> None:
+            async for _kind, _obj in watcher.watch(CM, "default", resource_version=rv):
+                got.set()
+
+        task = asyncio.create_task(watch())
+        try:
+            await client.create(CM, "default", _cm("w1", {}))
+            async with asyncio.timeout(10):
+                await got.wait()
+        finally:
+            task.cancel()
+        assert watcher.last_success > 0 and watcher.last_answered == 0.0, "a watch's events are not an answer"
+        before = time.monotonic()
+        assert await watcher.get(CM, "default", "missing") is None  # a 404 is an answer too
+        assert watcher.last_answered >= before
+        # A refusal is not.
+        bare = sim.kubeconfig()
+        for user in bare["users"]:
+            user["user"]["token"] = "wrong"
+        path.write_text(json.dumps(bare))
+        refused = await connect("refused", KubeconfigRef(path=str(path)))
+        try:
+            with pytest.raises(KubeError):
+                await refused.get(CM, "default", "w0")
+            assert refused.last_answered == 0.0 and refused.last_failure > 0
+        finally:
+            await refused.close()
+    finally:
+        await watcher.close()
 
 
 async def test_informer_caches_and_hands_out_objects_without_managed_fields(

@@ -141,10 +141,15 @@ class ClusterClient:
         #: Exponentially weighted mean of successful request latency, in seconds.
         self.latency = 0.0
         self.last_success = 0.0
+        #: When a request (not a watch's stream) was last answered with our credentials accepted: a health probe
+        #: right after it would tell nothing more (:func:`dispatcher.capacity.probe_worker`).
+        self.last_answered = 0.0
         self.last_failure = 0.0
         self.consecutive_failures = 0
         self.calls = 0
         self.errors = 0
+        #: Health probes answered by a recent request instead of a call of their own.
+        self.probes_skipped = 0
         #: Called right before every request that changes something (not GET); raising stops the request.
         #: Leader election sets it to the fence's check, so a deposed leader's write never leaves the process.
         self.guard: Callable[[], None] | None = None
@@ -292,9 +297,13 @@ class ClusterClient:
             raise KubeError(0, type(exc).__name__, f"{self.name}: {_describe(exc)}") from None
         if status >= 400:
             # A refusal (401/403) is an API error an operator must see, not a healthy answer.
-            self._observe(started, status < 500 and status not in (401, 403, 429))
+            answered = status < 500 and status not in (401, 403, 429)
+            self._observe(started, answered)
+            if answered:
+                self.last_answered = self.last_success
             raise _error_from(status, raw, retry_after)
         self._observe(started, True)
+        self.last_answered = self.last_success
         if not raw:
             return {}
         try:
