@@ -16,6 +16,7 @@ from .controllers.kubelet import Kubelet
 from .controllers.scheduler import Extender, Scheduler
 from .faults import FaultState
 from .http import ApiServer
+from .http.common import BOOKMARK_INTERVAL
 from .registry import Registry
 from .store import Store
 from .tls import TlsMaterial, make_tls
@@ -43,7 +44,7 @@ class ClusterOptions:
     scheduler: bool = True
     kubelet: bool = True
     default_run_seconds: float = 2.0
-    bookmark_interval: float = 5.0
+    bookmark_interval: float = BOOKMARK_INTERVAL
     log_size: int = 100_000
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     #: The credential of the worker's own fencing agent, a client inside the cluster: a ``partition`` does not cut

@@ -26,6 +26,7 @@ from aiohttp import web
 from .cluster import ClusterOptions, SimCluster
 from .errors import ApiError
 from .faults import FAULT_MODES
+from .http.common import BOOKMARK_INTERVAL
 from .topology import Topology, TopologyError, WorkerClass, default_topology
 
 __all__ = ["SimWorld", "WorldOptions", "worker_entry", "write_clusters_yaml", "write_private"]
@@ -39,7 +40,7 @@ class WorldOptions:
     gpu_workers: int = 1
     default_run_seconds: float = 2.0
     manager_kueue: bool = False
-    bookmark_interval: float = 5.0
+    bookmark_interval: float = BOOKMARK_INTERVAL
     admin_port: int = 0
     #: Serve the clusters over HTTPS with self-signed certificates (kubectl needs it for bearer tokens).
     tls: bool = True

@@ -42,6 +42,11 @@ KUBE_VERSION = {
 
 PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version")
 
+#: Seconds without a bookmark before a watch with ``allowWatchBookmarks`` gets one: kube-apiserver's cacher sends
+#: them "roughly every minute" (``defaultBookmarkFrequency``). A client that needs more often (a health check
+#: counting on them) would be fooled by a simulator that sends more.
+BOOKMARK_INTERVAL = 60.0
+
 
 _dumps = fastjson.dumps
 

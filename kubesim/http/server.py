@@ -17,7 +17,7 @@ from ..api import Api
 from ..errors import ApiError
 from ..faults import FaultState
 from ..tls import TlsMaterial
-from .common import KUBE_VERSION, PUBLIC_PATHS, Handler, _error, _json
+from .common import BOOKMARK_INTERVAL, KUBE_VERSION, PUBLIC_PATHS, Handler, _error, _json
 from .discovery import Discovery
 from .resources import Resources
 
@@ -36,7 +36,7 @@ class ApiServer(Resources, Discovery):
         host: str = "127.0.0.1",
         port: int = 0,
         faults: FaultState | None = None,
-        bookmark_interval: float = 5.0,
+        bookmark_interval: float = BOOKMARK_INTERVAL,
         tls: TlsMaterial | None = None,
         inside_tokens: tuple[str, ...] = (),
     ) -> None:

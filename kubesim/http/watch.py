@@ -80,17 +80,26 @@ class Watches(ServerBase):
     ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
+        # kube-apiserver's cacher sends a bookmark after about a minute without one and one more 2 s before the
+        # watch's deadline (``nextBookmarkTime``), so that the client's next watch starts from there.
+        pre_deadline: float | None = deadline - 2.0 if seconds > 2.0 else None
         first = True
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 break
-            wait = min(remaining, self.bookmark_interval) if bookmarks else remaining
+            wait = remaining
+            if bookmarks:
+                wait = min(wait, self.bookmark_interval)
+                if pre_deadline is not None:
+                    wait = min(wait, max(0.0, pre_deadline - loop.time()))
             try:
                 async with asyncio.timeout(wait):
                     event = await stream.next()
             except TimeoutError:
                 if bookmarks and loop.time() < deadline:
+                    if pre_deadline is not None and loop.time() >= pre_deadline:
+                        pre_deadline = None
                     if not inside:
                         await self.faults.wait_healed()
                     await resp.write(_dumps({"type": "BOOKMARK", "object": self.api.bookmark(t.rt, t.version)}) + b"\n")
