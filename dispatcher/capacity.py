@@ -250,8 +250,8 @@ class WorkerView:
     def _on_cluster_queue(self, kind: str, obj: Obj, _old: Obj | None) -> None:
         if kind == "DELETED":
             self.capacity.delete_cluster_queue(_name(obj))
-        else:
-            self.capacity.set_cluster_queue(obj)
+        elif not self.capacity.set_cluster_queue(obj):
+            return  # its status only: nothing to place anew
         self._changed()
 
     def _on_priority_class(self, kind: str, obj: Obj, _old: Obj | None) -> None:

@@ -295,8 +295,13 @@ class WorkerCapacity:
 
     # -- Kueue objects --------------------------------------------------------------------------------
 
-    def set_cluster_queue(self, obj: Obj) -> None:
+    def set_cluster_queue(self, obj: Obj) -> bool:
+        """Take a ClusterQueue as listed or watched; False when nothing admission reads changed. Kueue writes a
+        ClusterQueue's status (usage, pending counts) on every admission, and that is no change here: the usage
+        comes from the Workloads, and every verdict on the worker is kept."""
         spec = ClusterQueueSpec.from_object(obj)
+        if self.cluster_queues.get(spec.name) == spec and spec.name not in self._awaiting_cq:
+            return False
         self.cluster_queues[spec.name] = spec
         self.tree.set_cluster_queue(spec)
         for key, admitted in self._awaiting_cq.pop(spec.name, {}).items():
@@ -305,6 +310,7 @@ class WorkerCapacity:
             if admitted.tas_usage:
                 self.tas.add_workload(admitted.key, admitted.tas_usage)
         self.touch()
+        return True
 
     def delete_cluster_queue(self, name: str) -> None:
         self.cluster_queues.pop(name, None)

@@ -61,3 +61,21 @@ def test_a_workload_deleted_before_its_cluster_queue_arrives_is_not_counted() ->
     w.workload_event("DELETED", _admitted("brief", "4"))
     w.set_cluster_queue(_cluster_queue())
     assert not w.admitted("default/brief") and _used(w) == 0
+
+
+def test_a_cluster_queue_status_write_changes_nothing_and_a_spec_change_does() -> None:
+    w = WorkerCapacity("worker-1")
+    w.set_flavor({"metadata": {"name": "default-flavor"}, "spec": {}})
+    assert w.set_cluster_queue(_cluster_queue()) is True
+    w.workload_event("ADDED", _admitted("running", "3"))
+    version = w.version
+    # Kueue writes the queue's status on every admission: the verdicts on this worker stay valid.
+    status_only = {**_cluster_queue(), "status": {"admittedWorkloads": 1, "flavorsUsage": [{"name": "default-flavor"}]}}
+    assert w.set_cluster_queue(status_only) is False
+    assert w.version == version and _used(w) == 3000
+    # A new quota is a change: every verdict is looked at again.
+    bigger = _cluster_queue()
+    bigger["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "16"
+    assert w.set_cluster_queue(bigger) is True
+    assert w.version > version
+    assert w.set_cluster_queue(bigger) is False
