@@ -8,7 +8,9 @@ A burst places a hundred Jobs a second and each Job gets about three Events (Pla
 than one write at a time can carry, so ``writers`` writes are in flight. An Event that finds the queue full is
 dropped, as client-go drops one when its broadcaster's queue is full, but never silently: a warning (at most one a
 minute, with the count) and ``kueue_dispatcher_events_dropped_total``. A write the API server refuses for good
-(Forbidden: the dispatcher's Role lacks ``create events``) is a misconfiguration and warns the same way.
+(Forbidden: the dispatcher's Role lacks ``create events``) is a misconfiguration and warns the same way; a
+transient failure is tried again a few times. Each Event has a name of its own, as client-go gives them, so a
+retry never writes one twice.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class EventRecorder:
         queue_size: int = 10_000,
         writers: int = 4,
         warn_every: float = 60.0,
+        retry_delays: tuple[float, ...] = (1.0, 3.0, 10.0),
         component: str = COMPONENT,
     ) -> None:
         self.client = client
@@ -59,6 +62,9 @@ class EventRecorder:
         self.written = 0
         self._warned: dict[str, float] = {}
         self._unwarned: dict[str, int] = {QUEUE_FULL: 0, WRITE_FAILED: 0}
+        self._last_ns = 0
+        #: Seconds between the tries of a write that failed for a transient reason (a timeout, a 5xx, throttling).
+        self.retry_delays: tuple[float, ...] = retry_delays
 
     def start(self) -> None:
         if not self._tasks:
@@ -91,7 +97,7 @@ class EventRecorder:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
-                "generateName": f"{meta.get('name', 'object')}.",
+                "name": self._name(str(meta.get("name") or "object")),
                 "namespace": meta.get("namespace") or "default",
             },
             "involvedObject": {
@@ -121,6 +127,12 @@ class EventRecorder:
                 "them slower than they come",
             )
 
+    def _name(self, involved: str) -> str:
+        """``<object>.<nanoseconds, hex>``, as client-go's recorder names Events: a name of its own, so that a create
+        retried after its answer was lost finds AlreadyExists instead of writing the Event twice."""
+        self._last_ns = max(time.time_ns(), self._last_ns + 1)
+        return f"{involved[:236].rstrip('-.')}.{self._last_ns:x}"
+
     def _drop(self, reason: str, why: str) -> None:
         """Count a lost Event; warn at once for the first of ``reason``, then at most every ``warn_every`` s."""
         self.dropped[reason] += 1
@@ -136,18 +148,32 @@ class EventRecorder:
         while True:
             event = await self._queue.get()
             try:
-                await self.client.create(EVENTS, event["metadata"]["namespace"], event)
-                self.written += 1
-            except Deposed:  # a standby replica writes nothing
-                pass
-            except KubeError as e:
-                if e.transient:
-                    self.dropped[WRITE_FAILED] += 1
-                    log.debug("event not written: %s", e)
-                else:  # Forbidden, Unauthorized, Invalid: it would refuse every one
-                    self._drop(WRITE_FAILED, str(e))
+                await self._write(event)
             finally:
                 self._queue.task_done()
+
+    async def _write(self, event: dict[str, Any]) -> None:
+        """Create one Event; a transient failure is tried again after each of :attr:`retry_delays` (as client-go
+        tries an Event up to 12 times), a lasting one (Forbidden, Invalid) is not."""
+        for delay in (*self.retry_delays, None):
+            try:
+                await self.client.create(EVENTS, event["metadata"]["namespace"], event)
+                self.written += 1
+                return
+            except Deposed:  # a standby replica writes nothing
+                return
+            except KubeError as e:
+                if e.already_exists:  # an earlier try landed, its answer was lost
+                    self.written += 1
+                    return
+                if not e.transient:  # Forbidden, Unauthorized, Invalid: it would refuse every one
+                    self._drop(WRITE_FAILED, str(e))
+                    return
+                if delay is None:
+                    self.dropped[WRITE_FAILED] += 1
+                    log.debug("event not written after %d tries: %s", len(self.retry_delays) + 1, e)
+                    return
+            await asyncio.sleep(delay)
 
     async def flush(self, timeout: float = 5.0) -> None:
         """Wait until queued events are written (for tests and clean shutdown)."""

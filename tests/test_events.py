@@ -18,8 +18,11 @@ Obj = dict[str, Any]
 class Manager:
     """A manager API server's Event creates: held until released, or failing with ``error``."""
 
-    def __init__(self, error: Exception | None = None) -> None:
+    def __init__(self, error: Exception | None = None, failures: int = 1_000_000) -> None:
         self.error = error
+        #: How many creates fail with ``error`` before they succeed.
+        self.failures = failures
+        self.tries = 0
         self.in_flight = 0
         self.most_in_flight = 0
         self.created: list[Obj] = []
@@ -33,7 +36,8 @@ class Manager:
             self.four_in_flight.set()
         try:
             await self.release.wait()
-            if self.error is not None:
+            self.tries += 1
+            if self.error is not None and self.tries <= self.failures:
                 raise self.error
             self.created.append(body)
             return body
@@ -99,7 +103,7 @@ async def test_a_refused_write_is_counted_and_a_lasting_refusal_warns(
 ) -> None:
     manager = Manager(error)
     manager.release.set()
-    rec = EventRecorder(cast(ClusterClient, manager))
+    rec = EventRecorder(cast(ClusterClient, manager), retry_delays=(0.0, 0.0))
     rec.start()
     try:
         with caplog.at_level(logging.WARNING, logger="dispatcher.events"):
@@ -110,8 +114,40 @@ async def test_a_refused_write_is_counted_and_a_lasting_refusal_warns(
     assert rec.written == 0 and rec.dropped[QUEUE_FULL] == 0
     # A standby writes nothing by design: not a lost Event.
     assert rec.dropped[WRITE_FAILED] == (0 if isinstance(error, Deposed) else 1)
+    # Only a transient failure is tried again: three tries in all here.
+    transient = isinstance(error, KubeError) and error.transient
+    assert manager.tries == (3 if transient else 1)
     messages = [r.getMessage() for r in caplog.records]
     if warned:
         assert len(messages) == 1 and "(write_failed)" in messages[0] and "cannot create resource" in messages[0]
     else:
         assert messages == []
+
+
+async def test_a_transient_failure_is_tried_again_and_a_lost_answer_never_writes_twice() -> None:
+    manager = Manager(KubeError(503, "ServiceUnavailable", "etcd is slow"), failures=1)
+    manager.release.set()
+    rec = EventRecorder(cast(ClusterClient, manager), retry_delays=(0.0, 0.0))
+    rec.start()
+    try:
+        rec.emit(job(1), "Normal", "Placed", "placed on worker-1")
+        rec.emit(job(2), "Normal", "Placed", "placed on worker-1")
+        await rec.flush()
+    finally:
+        await rec.stop()
+    assert rec.written == 2 and rec.dropped[WRITE_FAILED] == 0
+    # Each Event has a name of its own, as client-go names them (<object>.<nanoseconds, hex>): a retried create
+    # whose first try had landed answers AlreadyExists, and that counts as written.
+    names = [e["metadata"]["name"] for e in manager.created]
+    assert len(set(names)) == 2 and all(n.split(".")[0] in ("j1", "j2") for n in names)
+    assert all("generateName" not in e["metadata"] for e in manager.created)
+    landed = Manager(KubeError(409, "AlreadyExists", 'events "j1.1" already exists'), failures=1)
+    landed.release.set()
+    again = EventRecorder(cast(ClusterClient, landed), retry_delays=(0.0,))
+    again.start()
+    try:
+        again.emit(job(1), "Normal", "Placed", "placed on worker-1")
+        await again.flush()
+    finally:
+        await again.stop()
+    assert again.written == 1 and landed.tries == 1
