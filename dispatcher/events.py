@@ -123,8 +123,9 @@ class EventRecorder:
         except asyncio.QueueFull:
             self._drop(
                 QUEUE_FULL,
-                f"{self._queue.maxsize} are queued for the manager's API server, which takes "
-                "them slower than they come",
+                f"{self._queue.maxsize} already wait for the manager's API server, which takes them slower than they "
+                "come: is it slow, or throttling the dispatcher's user (429, API Priority and Fairness)? "
+                "kueue_dispatcher_events_queued shows the backlog",
             )
 
     def _name(self, involved: str) -> str:

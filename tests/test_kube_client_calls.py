@@ -17,6 +17,7 @@ from dispatcher.config import KubeconfigRef
 from dispatcher.kube.client import ClusterClient, KubeError, Resource, connect
 from dispatcher.kube.informer import Informer
 from kubesim.cluster import ClusterOptions, SimCluster
+from kubesim.http.common import BOOKMARK_INTERVAL
 
 CM = Resource("", "v1", "configmaps", "ConfigMap")
 Obj = dict[str, Any]
@@ -234,3 +235,24 @@ async def test_probes_and_leases_never_wait_behind_busy_request_connections(
     finally:
         held.release()
         await client.close()
+
+
+async def test_the_simulator_bookmarks_two_seconds_before_the_deadline_and_none_sooner(
+    cluster: tuple[SimCluster, ClusterClient],
+) -> None:
+    """The simulated API server's bookmarks come as kube-apiserver's cacher sends them (``nextBookmarkTime``):
+    about a minute apart, and one 2 s before the watch's deadline. More would make a client that counts on them
+    look healthier on the simulator than on a real cluster."""
+    _sim, client = cluster
+    assert BOOKMARK_INTERVAL == 60.0
+    rv = (await client.list(CM, "default"))["metadata"]["resourceVersion"]
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    seen: list[tuple[str, float]] = []
+    async with asyncio.timeout(15):
+        async for kind, _obj in client.watch(CM, "default", resource_version=rv, timeout_seconds=5):
+            seen.append((kind, loop.time() - start))
+    ended = loop.time() - start
+    assert [k for k, _ in seen] == ["BOOKMARK"], seen
+    assert 2.5 <= seen[0][1] < 4.5, seen  # at the deadline (5 s) less 2 s
+    assert 4.5 <= ended < 8, ended
