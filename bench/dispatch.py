@@ -30,6 +30,11 @@ process, which carries the outside path of each API server).
 measured throughput, at most ``--paced-rate``); ``submit_to_mirrored`` p50/p99 is from the create call on the
 manager to the copy placed and reported. ``status_sync_lag`` p50/p99 is the service's own measure (from a
 watch event marking a workload for sync to its state written to SQL and the manager), over the whole run.
+``paced_cpu_ms_per_job`` is the dispatcher's CPU per Job at that steady rate, from the first submission until
+every Job has finished with its status and Events written (the Jobs are submitted from a child process, so the
+figure is the dispatcher's alone); ``_above_idle`` leaves out what the fleet costs with no Job (see ``idle``).
+A burst shares each SQL transaction, status-sync batch and loop wake-up among many Jobs; at a steady rate of a
+few Jobs a second each Job pays for its own, so this figure is several times the burst's.
 
     python bench/dispatch.py                                  # 10 and 100 workers x 1,000 and 10,000 jobs, 3 runs
     python bench/dispatch.py --db-url postgresql+asyncpg://root@127.0.0.1:5432/test
@@ -362,19 +367,33 @@ class Bench:
                     return time.monotonic()
                 await asyncio.sleep(0.25)
 
-    async def paced(self, prefix: str, n: int, rate: float) -> list[float]:
-        """Submit ``n`` jobs at ``rate`` per second; each job's submit-to-placed latency."""
-        submitted: dict[str, float] = {}
+    async def paced(self, prefix: str, n: int, rate: float) -> tuple[list[float], dict[str, float]]:
+        """Submit ``n`` jobs at ``rate`` per second from a child process (so that this process's CPU is the
+        dispatcher's alone); each job's submit-to-placed latency, and the dispatcher's CPU per Job at that steady
+        rate: from the first submission until every Job has finished, its status is written and its Events too.
+
+        The child's clock is this one's (``time.monotonic`` is the system's CLOCK_MONOTONIC on Linux)."""
         names = [f"{prefix}-{i:05d}" for i in range(n)]
-        tasks = []
-        start = time.monotonic()
-        for i, name in enumerate(names):
-            await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
-            submitted[name] = time.monotonic()
-            tasks.append(asyncio.create_task(_create_job(self.manager, name, True)))
-        await asyncio.gather(*tasks)
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, SCRIPT, "--submit-child", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(pickle.dumps((self.submitter, names, rate)))
+        await child.stdin.drain()
+        child.stdin.close()
+        if (await child.stdout.readline()).strip() != b"start":  # connected; it submits from now on
+            raise RuntimeError(f"the submitting process ended before it started (exit code {await child.wait()})")
+        before, start = time.process_time(), time.monotonic()
+        submitted: dict[str, float] = {}
+        async for line in child.stdout:
+            name, _, at = line.decode().partition(" ")
+            submitted[name] = float(at)
+        if await child.wait() != 0 or len(submitted) != n:
+            raise RuntimeError(f"the submitting process failed (exit code {child.returncode})")
         await self.wait_placed(names, 600)
-        return [self.placed_at[n] - submitted[n] for n in names]
+        end = await self.wait_finished(names, 600)
+        cpu = {"cpu_ms_per_job": 1000 * (time.process_time() - before) / n, "seconds": end - start}
+        return [self.placed_at[n] - submitted[n] for n in names], cpu
 
 
 async def _with_retries(call: Callable[[], Awaitable[Any]], *, created: bool = False) -> None:
@@ -473,6 +492,31 @@ async def floor_apart(
     result["watch_cpu_ms_per_job"] = 1000 * cpu / n
     result["watch_seconds"] = seconds
     return result
+
+
+def _submit_child() -> int:
+    """The child of :meth:`Bench.paced`: (kubeconfig, names, rate) pickled on stdin; ``start`` once connected,
+    then ``name monotonic-time`` as each Job's create is sent."""
+    submitter, names, rate = pickle.loads(sys.stdin.buffer.read())
+
+    async def run() -> None:
+        manager = await connect("bench-submitter", submitter)
+        try:
+            sys.stdout.write("start\n")
+            sys.stdout.flush()
+            tasks = []
+            start = time.monotonic()
+            for i, name in enumerate(names):
+                await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+                sys.stdout.write(f"{name} {time.monotonic()!r}\n")
+                sys.stdout.flush()
+                tasks.append(asyncio.create_task(_create_job(manager, name, True)))
+            await asyncio.gather(*tasks)
+        finally:
+            await manager.close()
+
+    asyncio.run(run())
+    return 0
 
 
 def _floor_child() -> int:
@@ -593,12 +637,14 @@ async def _measure_size(
         throughput = min(float(v["placed_per_second"]) for v in out.values())
         rate = max(1.0, min(args.paced_rate, throughput / 4))
         bench.sync_lags.clear()
-        lat = await bench.paced(f"p{workers}", args.paced_jobs, rate)
-        await asyncio.sleep(3.0)  # let the last jobs (1 s each) finish and their status sync
+        lat, steady = await bench.paced(f"p{workers}", args.paced_jobs, rate)
         lags = list(bench.sync_lags)
+        steady_above = steady["cpu_ms_per_job"] - 1000 * idle * steady["seconds"] / args.paced_jobs
         latency = {
             "paced_jobs": args.paced_jobs,
             "paced_rate": round(rate, 1),
+            "paced_cpu_ms_per_job": rnd(steady["cpu_ms_per_job"]),
+            "paced_cpu_ms_per_job_above_idle": rnd(steady_above),
             "submit_to_mirrored_p50": rnd(percentile(lat, 0.5)),
             "submit_to_mirrored_p99": rnd(percentile(lat, 0.99)),
             "status_sync_lag_p50": rnd(percentile(lags, 0.5)),
@@ -608,7 +654,8 @@ async def _measure_size(
         print(
             f"  {workers} workers, {args.paced_jobs} jobs at {rate:.0f}/s: submit-to-mirrored p50 "
             f"{latency['submit_to_mirrored_p50']}s p99 {latency['submit_to_mirrored_p99']}s; status-sync lag p50 "
-            f"{latency['status_sync_lag_p50']}s p99 {latency['status_sync_lag_p99']}s ({len(lags)} syncs)"
+            f"{latency['status_sync_lag_p50']}s p99 {latency['status_sync_lag_p99']}s ({len(lags)} syncs); "
+            f"dispatcher {steady['cpu_ms_per_job']:.2f} ms CPU/job at this steady rate, {steady_above:.2f} above idle"
         )
     finally:
         await bench.stop()
@@ -618,6 +665,8 @@ async def _measure_size(
 def main() -> int:
     if sys.argv[1:] == ["--floor-child"]:
         return _floor_child()
+    if sys.argv[1:] == ["--submit-child"]:
+        return _submit_child()
     p = parser(__doc__, runs=3)
     p.add_argument("--workers", type=int, action="append", help="worker counts (default 10 and 100; --quick 10)")
     p.add_argument("--jobs", type=int, action="append", help="jobs per run (default 1,000 and 10,000; --quick 1,000)")

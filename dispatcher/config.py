@@ -179,6 +179,11 @@ class Policy:
     record_retention: float = 7 * 24 * 3600.0
     gc_interval: float = 60.0
     create_namespaces: bool = True
+    #: The status sync runs a batch at once when a copy changes, then at most one batch per this many seconds:
+    #: the changes of that time (a copy admitted and then running, many copies finishing) share one SQL
+    #: transaction and one manager write per workload, as Kubernetes' Job controller batches pod events for 1 s
+    #: (``SyncJobBatchPeriod``). 0: a batch per wake-up. Status-sync lag grows by at most this much.
+    status_sync_period: float = 0.1
     incremental_round: int = 3
     incremental_interval: float = 300.0
     fencing: FencingPolicy = field(default_factory=FencingPolicy)
@@ -372,6 +377,7 @@ def _policy(raw: Any) -> Policy:
         "finishedRetention",
         "recordRetention",
         "gcInterval",
+        "statusSyncPeriod",
         "createNamespaces",
         "incremental",
         "fencing",
@@ -397,6 +403,12 @@ def _policy(raw: Any) -> Policy:
     gc_interval = p.check(_positive_duration, raw, "gcInterval", 60, default=60.0)
     retention = p.check(parse_duration, raw.get("finishedRetention", 600), "policy.finishedRetention", default=600.0)
     records = p.check(_positive_duration, raw, "recordRetention", 7 * 24 * 3600, default=7 * 24 * 3600.0)
+    sync_period = p.check(parse_duration, raw.get("statusSyncPeriod", 0.1), "policy.statusSyncPeriod", default=0.1)
+    if sync_period > 10:
+        p.messages.append(
+            f"policy.statusSyncPeriod: at most 10s (status would lag the copies by that much), "
+            f"got {raw.get('statusSyncPeriod')!r}"
+        )
     fencing = p.check(_fencing, raw, default=FencingPolicy())
     p.raise_any()
     return Policy(
@@ -410,6 +422,7 @@ def _policy(raw: Any) -> Policy:
         finished_retention=retention,
         record_retention=records,
         gc_interval=gc_interval,
+        status_sync_period=sync_period,
         create_namespaces=bool(create_ns),
         incremental_round=per_round,
         incremental_interval=interval,

@@ -93,6 +93,8 @@ def test_dispatch_reports_the_ratio_to_the_floor(pg: bool, tmp_path: Path) -> No
     assert jobs["cpu_ms_per_job_life"] > jobs["cpu_ms_per_job_life_above_idle"] > 0
     # The floor ran in a process of its own; the dispatcher here spent CPU meanwhile on watching its copies.
     assert jobs["floor_cpu_ms_per_job"] > 0 and jobs["floor_watch_cpu_ms_per_job"] > 0
+    # At a steady rate, the Jobs submitted by a child process: the CPU measured is the dispatcher's alone.
+    assert size["paced_cpu_ms_per_job"] > size["paced_cpu_ms_per_job_above_idle"] > 0
 
 
 def test_a_runs_scratch_directory_is_removed_unless_the_run_failed_or_keep(
