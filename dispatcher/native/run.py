@@ -23,7 +23,7 @@ import yaml
 from kubecommon.tasks import cancel_and_wait
 
 from ..adapters import default_adapters
-from ..capacity import KUEUE_CONFIG, WorkerView
+from ..capacity import KUEUE_CONFIG, WorkerView, probe_worker
 from ..config import DispatcherConfig
 from ..events import EventRecorder
 from ..health import HealthMachine, HealthMonitor
@@ -44,16 +44,6 @@ Obj = dict[str, Any]
 
 ADMISSION_CHECKS = Resource("kueue.x-k8s.io", "v1beta2", "admissionchecks", "AdmissionCheck", namespaced=False)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
-
-
-async def _probe(client: ClusterClient, view: WorkerView, timeout: float) -> bool | str:
-    """A worker's ``/readyz``, and whether it refuses any of the dispatcher's reads (as standalone mode probes)."""
-    result = await client.probe(timeout)
-    if result is True:
-        refused = view.rejection()
-        if refused:
-            return refused
-    return result
 
 
 class NativeDispatcher:
@@ -114,7 +104,14 @@ class NativeDispatcher:
             self.health.add(
                 name,
                 HealthMachine(suspect_after=self.policy.suspect_after, lost_timeout=self.policy.lost_timeout),
-                functools.partial(_probe, client, view, max(0.5, min(3.0, self.policy.lost_timeout / 4))),
+                # Standalone mode's probe: a request answered within the interval stands for the /readyz call.
+                functools.partial(
+                    probe_worker,
+                    client,
+                    view,
+                    max(0.5, min(3.0, self.policy.lost_timeout / 4)),
+                    answered_within=self.health.interval,
+                ),
                 view.last_contact,
             )
             view.start()
