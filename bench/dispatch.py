@@ -374,16 +374,9 @@ class Bench:
 
         The child's clock is this one's (``time.monotonic`` is the system's CLOCK_MONOTONIC on Linux)."""
         names = [f"{prefix}-{i:05d}" for i in range(n)]
-        child = await asyncio.create_subprocess_exec(
-            sys.executable, SCRIPT, "--submit-child", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
-        )
-        assert child.stdin is not None and child.stdout is not None
-        child.stdin.write(pickle.dumps((self.submitter, names, rate)))
-        await child.stdin.drain()
-        child.stdin.close()
-        if (await child.stdout.readline()).strip() != b"start":  # connected; it submits from now on
-            raise RuntimeError(f"the submitting process ended before it started (exit code {await child.wait()})")
-        before, start = time.process_time(), time.monotonic()
+        child = await _start_child("--submit-child", (self.submitter, names, rate), "the submitting process")
+        assert child.stdout is not None
+        before, start = time.process_time(), time.monotonic()  # connected; it submits from now on
         submitted: dict[str, float] = {}
         async for line in child.stdout:
             name, _, at = line.decode().partition(" ")
@@ -463,6 +456,21 @@ async def floor(
             await w.close()
 
 
+async def _start_child(mode: str, args: tuple[Any, ...], what: str) -> asyncio.subprocess.Process:
+    """This script in a child process (``mode``: ``--floor-child`` or ``--submit-child``), its arguments pickled on
+    its stdin; returned once it has said ``start`` (its clients are connected), with its stdout still to read."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, SCRIPT, mode, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    )
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.write(pickle.dumps(args))
+    await child.stdin.drain()
+    child.stdin.close()
+    if (await child.stdout.readline()).strip() != b"start":
+        raise RuntimeError(f"{what} ended before it started (exit code {await child.wait()})")
+    return child
+
+
 async def floor_apart(
     config: DispatcherConfig, prefix: str, n: int, concurrency: int, sim_pids: list[int], submitter: KubeconfigRef
 ) -> dict[str, Any]:
@@ -470,20 +478,11 @@ async def floor_apart(
     alone: in this one the dispatcher keeps running, and its informers take every event of the floor's copies.
     ``watch_cpu_ms_per_job`` is what this process spent per floor Job meanwhile (watching the copies' Workloads
     and Jobs on the workers, probes, leases, Events still queued), which the floor does not do."""
-    child = await asyncio.create_subprocess_exec(
-        sys.executable,
-        SCRIPT,
-        "--floor-child",
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
+    child = await _start_child(
+        "--floor-child", (config, prefix, n, concurrency, sim_pids, submitter), "the floor's process"
     )
-    assert child.stdin is not None and child.stdout is not None
-    child.stdin.write(pickle.dumps((config, prefix, n, concurrency, sim_pids, submitter)))
-    await child.stdin.drain()
-    child.stdin.close()
-    if (await child.stdout.readline()).strip() != b"start":  # its Jobs are submitted; its clock starts now
-        raise RuntimeError(f"the floor's process ended before it started (exit code {await child.wait()})")
-    before, start = time.process_time(), time.monotonic()
+    assert child.stdout is not None
+    before, start = time.process_time(), time.monotonic()  # its Jobs are submitted; its clock starts now
     answer = await child.stdout.read()
     cpu, seconds = time.process_time() - before, time.monotonic() - start
     if await child.wait() != 0:
