@@ -1,7 +1,9 @@
 """Kubernetes Events on manager objects, as a controller's event recorder writes them.
 
 Repeats of the same (object, type, reason, message) within ``window`` seconds are counted, not
-re-sent, the way client-go's event correlator keeps a busy controller from flooding the API server.
+re-sent, the way client-go's event correlator keeps a busy controller from flooding the API server. Like its
+correlator (an LRU of 4,096 entries, ``maxLruCacheEntries`` in client-go's ``tools/record/events_cache.go``), the
+recorder remembers a bounded number of them, the oldest forgotten first.
 Events are written in the background: losing one never blocks dispatching.
 
 A burst places a hundred Jobs a second and each Job gets about three Events (Placed, Admitted, Finished), more
@@ -19,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +37,8 @@ EVENTS = Resource("", "v1", "events", "Event")
 COMPONENT = "kueue-dispatcher"
 QUEUE_FULL = "queue_full"
 WRITE_FAILED = "write_failed"
+#: Events remembered for the repeat check, as client-go's correlator keeps 4,096 (``maxLruCacheEntries``).
+REMEMBERED = 4096
 
 
 class EventRecorder:
@@ -53,7 +58,10 @@ class EventRecorder:
         self.window = window
         self.writers = max(1, writers)
         self.warn_every = warn_every
-        self._seen: dict[tuple[str, str, str, str], float] = {}
+        #: (object uid, type, reason, message) -> when it was queued, oldest first; at most :data:`REMEMBERED`,
+        #: none older than ``window``. Ordered so that forgetting is one step from the front per Event: a rebuild
+        #: of the whole map past a bound cost every Event of a 30,000-Job burst a walk of 50,000 entries.
+        self._seen: OrderedDict[tuple[str, str, str, str], float] = OrderedDict()
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=queue_size)
         self._tasks: list[asyncio.Task[None]] = []
         #: Events dropped because the queue was full (``queue_full``) or the API server refused them
@@ -85,13 +93,16 @@ class EventRecorder:
         meta = obj.get("metadata") or {}
         key = (str(meta.get("uid")), type_, reason, message)
         now = time.monotonic()
-        last = self._seen.get(key)
-        if last is not None and now - last < self.window:
-            return
-        self._seen[key] = now
-        if len(self._seen) > 50_000:
-            cutoff = now - self.window
-            self._seen = {k: v for k, v in self._seen.items() if v >= cutoff}
+        seen = self._seen
+        last = seen.get(key)
+        if last is not None:
+            if now - last < self.window:
+                return
+            seen.move_to_end(key)
+        seen[key] = now
+        cutoff = now - self.window
+        while seen and (len(seen) > REMEMBERED or next(iter(seen.values())) < cutoff):
+            seen.popitem(last=False)
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
             "apiVersion": "v1",

@@ -8,7 +8,8 @@ from typing import Any, cast
 
 import pytest
 
-from dispatcher.events import QUEUE_FULL, WRITE_FAILED, EventRecorder
+from dispatcher import events as events_module
+from dispatcher.events import QUEUE_FULL, REMEMBERED, WRITE_FAILED, EventRecorder
 from dispatcher.fencing import Deposed
 from dispatcher.kube.client import ClusterClient, KubeError
 
@@ -51,6 +52,51 @@ def job(i: int) -> Obj:
         "kind": "Job",
         "metadata": {"name": f"j{i}", "namespace": "team-a", "uid": f"u{i}"},
     }
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_repeat_within_the_window_is_queued_once_and_again_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(events_module.time, "monotonic", clock)
+    rec = EventRecorder(cast(ClusterClient, Manager()), window=600.0)
+    rec.emit(job(1), "Normal", "Placed", "placed on worker-1")
+    clock.now += 599.0
+    rec.emit(job(1), "Normal", "Placed", "placed on worker-1")
+    assert rec.queued == 1
+    rec.emit(job(1), "Normal", "Placed", "placed on worker-2")  # another message: another Event
+    rec.emit(job(2), "Normal", "Placed", "placed on worker-1")  # another object
+    assert rec.queued == 3
+    clock.now += 1.0  # the first is 600 s old: a repeat now is written again
+    rec.emit(job(1), "Normal", "Placed", "placed on worker-1")
+    assert rec.queued == 4
+
+
+def test_what_the_repeat_check_remembers_is_bounded_and_forgotten_oldest_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """client-go's correlator remembers 4,096 Events; so does the recorder, however many Jobs a burst brings, and
+    it forgets what is older than the window as time goes (a 30,000-Job burst once made every Event walk them all)."""
+    clock = Clock()
+    monkeypatch.setattr(events_module.time, "monotonic", clock)
+    rec = EventRecorder(cast(ClusterClient, Manager()), window=600.0, queue_size=2 * REMEMBERED)
+    for i in range(REMEMBERED + 5):
+        rec.emit(job(i), "Normal", "Placed", "placed on worker-1")
+    assert len(rec._seen) == REMEMBERED
+    queued = rec.queued
+    rec.emit(job(REMEMBERED + 4), "Normal", "Placed", "placed on worker-1")  # the newest is remembered
+    assert rec.queued == queued
+    rec.emit(job(0), "Normal", "Placed", "placed on worker-1")  # the oldest was forgotten: written again
+    assert rec.queued == queued + 1
+    clock.now += 601.0
+    rec.emit(job(-1), "Normal", "Placed", "placed on worker-1")
+    assert list(rec._seen) == [("u-1", "Normal", "Placed", "placed on worker-1")]
 
 
 async def test_a_burst_is_written_several_at_a_time() -> None:
