@@ -8,7 +8,9 @@ is measured under the same load.
 **Dispatcher** (one per cluster size, kept running across runs; SQLite or ``--db-url``): the workers are
 held back (cordoned in memory), the run's jobs are submitted to the manager and taken by the intake into SQL;
 then the workers are released and the clock runs until every job has its copy created on a worker, recorded in
-SQL and reported on the manager object (``Placed``). ``placed_per_second`` is jobs over that time.
+SQL and reported on the manager object (``Placed``). ``placed_per_second`` is jobs over that time. Each run also
+counts the Kubernetes Events the dispatcher wrote and dropped over the phase (``events_written``,
+``events_dropped``): a phase that dropped Events did less work per Job than one that wrote them all.
 
 **Floor**: a bare asyncio loop with the same Kubernetes client that makes only the API calls a dispatch needs:
 for every job (submitted beforehand, like the dispatcher's) create the copy on a worker (round robin) and patch
@@ -336,6 +338,7 @@ class Bench:
                 raise TimeoutError("the intake did not take every job")
             await asyncio.sleep(0.05)
         start, cpu = time.monotonic(), Cpu(self.sim_pids)
+        events_before = self._events()
         self.hold(False)
         end = await self.wait_placed(names, 600)
         seconds = end - start
@@ -346,6 +349,7 @@ class Bench:
         # the placement window alone leaves out more of it the shorter the phase.
         life = await self.wait_finished(names, 600) - start
         lived = cpu.per_job(n, life)
+        written, dropped = (after - before for after, before in zip(self._events(), events_before, strict=True))
         return {
             "jobs": n,
             "seconds": seconds,
@@ -353,7 +357,15 @@ class Bench:
             **placed,
             "life_seconds": life,
             "cpu_ms_per_job_life": lived["cpu_ms_per_job"],
+            "events_written": written,
+            "events_dropped": dropped,
         }
+
+    def _events(self) -> tuple[int, int]:
+        """Kubernetes Events written and dropped so far: a phase whose Events were dropped (the manager took them
+        slower than they came) did less work per Job than one that wrote them all."""
+        events = self.d.rt.events
+        return (events.written, sum(events.dropped.values())) if events is not None else (0, 0)
 
     async def wait_finished(self, names: list[str], timeout: float) -> float:
         """When every job of ``names`` is terminal (or gone) in the dispatcher with no status write pending and
@@ -595,7 +607,8 @@ async def _measure_size(
                     f"({disp['seconds']:.2f}s, {disp['cpu_ms_per_job']:.2f} ms CPU/job, "
                     f"{disp['cpu_ms_per_job_above_idle']:.2f} above idle; whole life {disp['life_seconds']:.1f}s, "
                     f"{disp['cpu_ms_per_job_life']:.2f} ms CPU/job, "
-                    f"{disp['cpu_ms_per_job_life_above_idle']:.2f} above idle; busy "
+                    f"{disp['cpu_ms_per_job_life_above_idle']:.2f} above idle; "
+                    f"Events {disp['events_written']} written, {disp['events_dropped']} dropped; busy "
                     f"{disp['cpu_busy']:.0%}, sim {disp['sim_cpu_busy']:.0%}, busiest {disp['sim_busiest']:.0%}, "
                     f"each {_each(disp)}), "
                     f"floor {flo['placed_per_second']:.0f}/s ({flo['seconds']:.2f}s, {flo['cpu_ms_per_job']:.2f} ms "
@@ -627,6 +640,8 @@ async def _measure_size(
                     {
                         "dispatcher": round(a["placed_per_second"], 1),
                         "floor": round(b["placed_per_second"], 1),
+                        "events_written": a["events_written"],
+                        "events_dropped": a["events_dropped"],
                         "sim_busy_each": a["sim_busy_each"],
                         "floor_sim_busy_each": b["sim_busy_each"],
                     }

@@ -91,6 +91,8 @@ def test_dispatch_reports_the_ratio_to_the_floor(pg: bool, tmp_path: Path) -> No
     assert 0 <= jobs["idle_cpu_busy"] < 1
     assert jobs["cpu_ms_per_job_life"] >= jobs["cpu_ms_per_job"] > 0
     assert jobs["cpu_ms_per_job_life"] > jobs["cpu_ms_per_job_life_above_idle"] > 0
+    # Every Job's Placed and Finished Events were written within its whole life, none dropped.
+    assert jobs["runs"][0]["events_written"] >= 2 * 40 and jobs["runs"][0]["events_dropped"] == 0
     # The floor ran in a process of its own; the dispatcher here spent CPU meanwhile on watching its copies.
     assert jobs["floor_cpu_ms_per_job"] > 0 and jobs["floor_watch_cpu_ms_per_job"] > 0
     # At a steady rate, the Jobs submitted by a child process: the CPU measured is the dispatcher's alone.
