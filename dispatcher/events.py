@@ -13,6 +13,11 @@ minute, with the count) and ``kueue_dispatcher_events_dropped_total``. A write t
 (Forbidden: the dispatcher's Role lacks ``create events``) is a misconfiguration and warns the same way; a
 transient failure is tried again a few times. Each Event has a name of its own, as client-go gives them, so a
 retry never writes one twice.
+
+Warning Events wait apart from Normal ones, with room of their own, and are written first: a 30,000-Job burst on a
+busy manager fills the queue with Placed, Admitted and Finished Events (bench/RESULTS.md: more than half of them
+dropped), and a Warning that says something went wrong (a copy rejected, a worker lost, a Job no worker can hold)
+must not be the one lost behind them.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from datetime import UTC, datetime
 from typing import Any
 
@@ -62,7 +67,16 @@ class EventRecorder:
         #: none older than ``window``. Ordered so that forgetting is one step from the front per Event: a rebuild
         #: of the whole map past a bound cost every Event of a 30,000-Job burst a walk of 50,000 entries.
         self._seen: OrderedDict[tuple[str, str, str, str], float] = OrderedDict()
-        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=queue_size)
+        #: Events waiting, Warnings apart (written first); each holds at most ``queue_size``.
+        self.queue_size = queue_size
+        self._warnings: deque[dict[str, Any]] = deque()
+        self._normal: deque[dict[str, Any]] = deque()
+        #: One release per Event queued, one acquire per Event a writer takes.
+        self._waiting = asyncio.Semaphore(0)
+        #: Events queued or being written; ``_idle`` is set when there are none (:meth:`flush`).
+        self._unfinished = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._tasks: list[asyncio.Task[None]] = []
         #: Events dropped because the queue was full (``queue_full``) or the API server refused them
         #: (``write_failed``), since the start.
@@ -86,7 +100,7 @@ class EventRecorder:
     @property
     def queued(self) -> int:
         """Events waiting to be written."""
-        return self._queue.qsize()
+        return len(self._warnings) + len(self._normal)
 
     def emit(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """Queue an Event about ``obj`` (a manager object as read from the API)."""
@@ -129,15 +143,19 @@ class EventRecorder:
             "lastTimestamp": stamp,
             "count": 1,
         }
-        try:
-            self._queue.put_nowait(event)
-        except asyncio.QueueFull:
+        waiting = self._warnings if type_ == "Warning" else self._normal
+        if len(waiting) >= self.queue_size:
             self._drop(
                 QUEUE_FULL,
-                f"{self._queue.maxsize} already wait for the manager's API server, which takes them slower than they "
-                "come: is it slow, or throttling the dispatcher's user (429, API Priority and Fairness)? "
+                f"{self.queue_size} {type_} Events already wait for the manager's API server, which takes them slower "
+                "than they come: is it slow, or throttling the dispatcher's user (429, API Priority and Fairness)? "
                 "kueue_dispatcher_events_queued shows the backlog",
             )
+            return
+        waiting.append(event)
+        self._unfinished += 1
+        self._idle.clear()
+        self._waiting.release()
 
     def _name(self, involved: str) -> str:
         """``<object>.<nanoseconds, hex>``, as client-go's recorder names Events: a name of its own, so that a create
@@ -158,11 +176,14 @@ class EventRecorder:
 
     async def _run(self) -> None:
         while True:
-            event = await self._queue.get()
+            await self._waiting.acquire()
+            event = (self._warnings or self._normal).popleft()
             try:
                 await self._write(event)
             finally:
-                self._queue.task_done()
+                self._unfinished -= 1
+                if not self._unfinished:
+                    self._idle.set()
 
     async def _write(self, event: dict[str, Any]) -> None:
         """Create one Event; a transient failure is tried again after each of :attr:`retry_delays` (as client-go
@@ -191,4 +212,4 @@ class EventRecorder:
         """Wait until queued events are written (for tests and clean shutdown)."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
-                await self._queue.join()
+                await self._idle.wait()

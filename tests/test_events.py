@@ -135,6 +135,30 @@ async def test_a_full_queue_drops_with_a_count_and_a_warning_a_minute(caplog: py
     assert caplog.records[0].getMessage().startswith("3 Kubernetes Events not written (queue_full)")
 
 
+async def test_warnings_have_room_of_their_own_and_are_written_first() -> None:
+    """A burst's Normal Events fill the queue; a Warning after them is still queued, and written before them."""
+    manager = Manager()
+    rec = EventRecorder(cast(ClusterClient, manager), queue_size=2, writers=1)
+    for i in range(3):  # not started: the third Normal finds the queue full
+        rec.emit(job(i), "Normal", "Placed", "placed on worker-1")
+    rec.emit(job(7), "Warning", "CopyRejected", "the worker refused the copy")
+    rec.emit(job(8), "Warning", "WorkerLost", "worker-1 lost")
+    assert rec.queued == 4 and rec.dropped[QUEUE_FULL] == 1
+    manager.release.set()
+    rec.start()
+    try:
+        await rec.flush()
+        assert [(e["type"], e["involvedObject"]["name"]) for e in manager.created] == [
+            ("Warning", "j7"),
+            ("Warning", "j8"),
+            ("Normal", "j0"),
+            ("Normal", "j1"),
+        ]
+        assert rec.queued == 0 and rec.written == 4
+    finally:
+        await rec.stop()
+
+
 @pytest.mark.parametrize(
     ("error", "warned"),
     [
