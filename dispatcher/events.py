@@ -109,14 +109,8 @@ class EventRecorder:
         now = time.monotonic()
         seen = self._seen
         last = seen.get(key)
-        if last is not None:
-            if now - last < self.window:
-                return
-            seen.move_to_end(key)
-        seen[key] = now
-        cutoff = now - self.window
-        while seen and (len(seen) > REMEMBERED or next(iter(seen.values())) < cutoff):
-            seen.popitem(last=False)
+        if last is not None and now - last < self.window:
+            return
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
             "apiVersion": "v1",
@@ -151,7 +145,13 @@ class EventRecorder:
                 "than they come: is it slow, or throttling the dispatcher's user (429, API Priority and Fairness)? "
                 "kueue_dispatcher_events_queued shows the backlog",
             )
-            return
+            return  # not remembered: a repeat may yet be written
+        if last is not None:
+            seen.move_to_end(key)
+        seen[key] = now
+        cutoff = now - self.window
+        while seen and (len(seen) > REMEMBERED or next(iter(seen.values())) < cutoff):
+            seen.popitem(last=False)
         waiting.append(event)
         self._unfinished += 1
         self._idle.clear()

@@ -125,6 +125,8 @@ async def test_a_full_queue_drops_with_a_count_and_a_warning_a_minute(caplog: py
         for i in range(5):  # not started: nothing is taken off the queue
             rec.emit(job(i), "Normal", "Placed", "placed on worker-1")
     assert rec.queued == 2 and rec.dropped[QUEUE_FULL] == 3
+    rec.emit(job(4), "Normal", "Placed", "placed on worker-1")  # a dropped Event is not taken for written
+    assert rec.dropped[QUEUE_FULL] == 4
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1, warnings  # the first drop warns; the next two, within the minute, are counted
     assert "1 Kubernetes Events not written (queue_full)" in warnings[0]
@@ -132,7 +134,7 @@ async def test_a_full_queue_drops_with_a_count_and_a_warning_a_minute(caplog: py
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="dispatcher.events"):
         rec.emit(job(9), "Normal", "Placed", "placed on worker-1")
-    assert caplog.records[0].getMessage().startswith("3 Kubernetes Events not written (queue_full)")
+    assert caplog.records[0].getMessage().startswith("4 Kubernetes Events not written (queue_full)")
 
 
 async def test_warnings_have_room_of_their_own_and_are_written_first() -> None:
