@@ -105,7 +105,9 @@ class Recovery:
                     rt.spawn(move, live)
                 else:
                     rt.arm_admission_timer(live)
-            rt.dirty.add(live.id)
+            # Marked with the sync's wake-up: the workers' informers listed their copies before these workloads
+            # were loaded, so a copy that finished while the dispatcher was down sends no event to wake it later.
+            rt.mark_dirty(live.id)
 
     async def after_intake_synced(self) -> None:
         """Once the manager's objects are known: resume interrupted creates, cancel what was deleted."""
