@@ -14,6 +14,7 @@ import pytest
 from dispatcher.config import ConfigError, DispatcherConfig, KubeconfigRef, Policy, WorkerConfig, _policy
 from dispatcher.service import Dispatcher
 from dispatcher.store.engine import make_engine
+from dispatcher.store.models import Workload, WorkloadState
 from dispatcher.store.repo import Repo
 
 
@@ -101,3 +102,53 @@ def test_the_period_is_read_from_the_policy(raw: Any, expected: float) -> None:
 def test_a_bad_period_is_refused_with_its_path(raw: Any) -> None:
     with pytest.raises(ConfigError, match=r"policy\.statusSyncPeriod"):
         _policy({"statusSyncPeriod": raw})
+
+
+class _OpenRows:
+    """SQL as a restarted dispatcher finds it: workloads running on a worker, nothing else."""
+
+    def __init__(self, rows: list[Workload]) -> None:
+        self.rows = rows
+
+    async def load_open(self) -> list[Workload]:
+        return self.rows
+
+    async def open_placements(self) -> list[Any]:
+        return []
+
+    async def last_decisions(self, ids: list[int]) -> dict[int, Any]:
+        return {}
+
+
+def _running(i: int) -> Workload:
+    return Workload(
+        id=i, uid=f"uid-{i}", namespace="team-a", name=f"job-{i}", kind="Job", queue="user-queue", priority=0,
+        generation=1, state=WorkloadState.RUNNING, status_mode="annotations", no_failover=False, excluded=[],
+        deleted=False, cluster="worker-1", placement_id=None,
+        pod_sets=[{"name": "main", "count": 1, "requests": {"cpu": "1"}, "template": {}}],
+    )  # fmt: skip
+
+
+async def test_workloads_resumed_after_a_restart_are_synced_without_any_other_change() -> None:
+    """The workers' informers list the copies before SQL's open workloads are loaded, so a copy that finished while
+    the dispatcher was down sends no event afterwards: recovery itself must wake the sync (once every copy had
+    finished, the crash drill's resumed workloads waited for good)."""
+    kube = KubeconfigRef(path="/nonexistent")
+    config = DispatcherConfig(manager=kube, workers=(WorkerConfig("worker-1", kube),))
+    rows = [_running(i) for i in (1, 2)]
+    dispatcher = Dispatcher(config, _OpenRows(rows))  # type: ignore[arg-type]
+    batches: list[set[int]] = []
+
+    async def batch(ids: set[int]) -> set[int]:
+        batches.append(set(ids))
+        return set()
+
+    dispatcher.sync._sync_batch = batch  # type: ignore[method-assign]
+    loop = asyncio.create_task(dispatcher.sync.loop())
+    try:
+        await dispatcher.recovery.recover()
+        await _until(lambda: len(batches) == 1)
+        assert batches[0] == {1, 2}
+    finally:
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
