@@ -567,6 +567,12 @@ CONTROL_CONNECTIONS = 2
 #: The manager takes about four calls per Job (status and annotation patches, Events) from every worker's Jobs
 #: together, and is one cluster: it keeps the wider pool, so a distant manager does not bound the dispatch rate.
 MANAGER_REQUEST_CONNECTIONS = 64
+#: How long an idle connection of the request and control pools stays open. aiohttp's default is 15 s, so a burst
+#: after a quiet quarter-minute opened every pool again: about 750 TLS handshakes at the start of a 3,000-Job burst
+#: to 100 simulated workers (bench/RESULTS.md). client-go keeps idle connections 90 s and kube-apiserver closes
+#: them after 90 s (``IdleTimeout`` in k8s.io/apiserver's secure_serving.go); below that, the client closes first
+#: and never sends a request on a connection the server is closing.
+IDLE_CONNECTION_SECONDS = 60.0
 
 
 def is_control_path(path: str) -> bool:
@@ -650,11 +656,13 @@ def _own_sessions(
                 rest.proxy_headers = {"Proxy-Authorization": proxy[1].encode()}
     # The TLS context kubernetes_asyncio built from the kubeconfig (CA, client certificate, verification).
     tls = connector._ssl
-    requests_connector = aiohttp.TCPConnector(limit=max(1, requests), ssl=tls)
+    requests_connector = aiohttp.TCPConnector(
+        limit=max(1, requests), ssl=tls, keepalive_timeout=IDLE_CONNECTION_SECONDS
+    )
     rest.pool_manager = aiohttp.ClientSession(connector=requests_connector, trust_env=False, read_bufsize=2**21)
     # The watch session owns the old session's connector (its TLS context and pool limit); the old session is
     # dropped without closing, which would close the connector.
     old._connector = None
     watches = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
-    control = aiohttp.TCPConnector(limit=CONTROL_CONNECTIONS, ssl=tls)
+    control = aiohttp.TCPConnector(limit=CONTROL_CONNECTIONS, ssl=tls, keepalive_timeout=IDLE_CONNECTION_SECONDS)
     return watches, aiohttp.ClientSession(connector=control, trust_env=False)
