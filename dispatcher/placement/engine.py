@@ -37,7 +37,7 @@ from .evaluation import Evaluator
 from .kueue.revalidate import FitCheck, fits_as_before
 from .scoring import best_two, score_verdict, summary
 from .verdicts import GpuFitter, Obj, Verdict, _Fleet, _gpu_version, _ShapeCache, _Slot
-from .worker import JOURNAL, RESCORE, Reservation, WorkerCapacity
+from .worker import JOURNAL, Reservation, WorkerCapacity
 from .workload import PendingWorkload
 
 # PendingWorkload is defined in .workload; it is named here too because the service imports it from the engine.
@@ -208,14 +208,14 @@ class PlacementEngine(Evaluator):
 
     def _sync_dynamic(self, fleet: _Fleet) -> None:
         """Which workers are at their in-flight limit or do not serve some kind, from the changes since last time."""
-        changes = JOURNAL.since(self._dynamic_seen) if self._dynamic_seen >= 0 else None
+        changed = JOURNAL.changed_since(self._dynamic_seen) if self._dynamic_seen >= 0 else None
         workers: Iterable[WorkerCapacity]
-        if changes is None:
+        if changed is None:
             self._full.clear()
             self._unserving.clear()
             workers = fleet.workers
         else:
-            workers = changes[0]
+            workers = changed
         members = fleet.members
         full, unserving = self._full, self._unserving
         for w in workers:
@@ -234,8 +234,8 @@ class PlacementEngine(Evaluator):
 
     def _sync(self, wl: PendingWorkload, entry: _ShapeCache, fleet: _Fleet) -> None:
         """Bring the shape's verdicts up to date: every worker when the fleet changed, else the changed ones."""
-        changes = JOURNAL.since(entry.seen) if entry.fleet == fleet.generation else None
-        if changes is None:
+        changed = JOURNAL.changed_since(entry.seen) if entry.fleet == fleet.generation else None
+        if changed is None:
             slots: dict[str, _Slot] = {}
             old_slots = entry.slots
             for w in fleet.workers:
@@ -254,35 +254,28 @@ class PlacementEngine(Evaluator):
             entry.fleet = fleet.generation
             entry.seen = JOURNAL.seq
             return
-        changed, scopes = changes
+        seen = entry.seen
         entry.seen = JOURNAL.seq
         if not changed:
             return
         slots = entry.slots
         get = slots.get
         wants_gpu = entry.wants_gpu is not False
-        relevant: dict[str, _Slot] = {}
-        unaffected: dict[str, _Slot] = {}
-        for w, scope in zip(changed, scopes, strict=True):
-            name = w.name
-            slot = get(name)
-            if slot is None or slot.worker is not w or name in relevant:
-                continue  # not in the fleet, or already to be refreshed
-            root = slot.root
-            if scope is None or (
-                root is not None and (scope is RESCORE or scope[0] == root or (scope[1] and wants_gpu))
-            ):
-                relevant[name] = slot
+        relevant: list[_Slot] = []
+        for w in changed:
+            slot = get(w.name)
+            if slot is None or slot.worker is not w:
+                continue  # not in the fleet
+            if w.marks.concern(seen, slot.root, wants_gpu):
+                relevant.append(slot)
             else:
-                unaffected[name] = slot
-        for name, slot in unaffected.items():
-            if name not in relevant:
-                slot.version = slot.worker.version
+                slot.version = w.version
                 self.cache_hits += 1
         ranking = entry.ranking
         listing = entry.listing
         index = fleet.index
-        for name, old in relevant.items():
+        for old in relevant:
+            name = old.worker.name
             new = slots[name] = self._refresh(wl, old.worker, entry, old)
             listing[index[name]] = new.verdict
             if new.verdict.feasible:

@@ -329,13 +329,17 @@ def test_a_journal_that_dropped_entries_makes_the_engine_look_at_every_worker() 
     wl.pod_sets = SHAPES[1]
     first = engine.decide(wl, workers)
     assert first.chosen is not None
+    first_seen = JOURNAL.seq
     limit, JOURNAL.limit = JOURNAL.limit, 8
+    others = [_worker(f"other-{i}", gpu=False, cohort=False) for i in range(12)]
     try:
-        for _ in range(40):
-            workers[1].touch()
+        for w in others:
+            w.touch()
         workers[0].cordoned = True
-        for _ in range(40):
-            workers[1].touch()
+        cordoned_at = workers[0].version
+        for w in others:  # twelve workers changed since: the journal keeps eight, cpu-a's change is dropped
+            w.touch()
+        assert JOURNAL.start >= cordoned_at and JOURNAL.changed_since(first_seen) is None
         again = engine.decide(wl, workers)
     finally:
         JOURNAL.limit = limit
