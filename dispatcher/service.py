@@ -25,7 +25,8 @@ from .finish import Finish
 from .gc import GarbageCollector
 from .health import HealthMonitor
 from .intake import Intake, check_manager_access
-from .kube.client import MANAGER_REQUEST_CONNECTIONS, ClusterClient, connect
+from .kube.client import ClusterClient, connect
+from .kube.pools import MANAGER_REQUEST_CONNECTIONS
 from .leader import LeaderElectionConfig, LeaderElector, default_identity
 from .live import LiveSet
 from .metrics import Metrics

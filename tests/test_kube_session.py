@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from dispatcher.config import KubeconfigRef
-from dispatcher.kube.client import IDLE_CONNECTION_SECONDS, connect
+from dispatcher.kube.client import connect
+from dispatcher.kube.pools import IDLE_CONNECTION_SECONDS
 
 KUBECONFIG = """apiVersion: v1
 kind: Config

@@ -1,7 +1,7 @@
 """Calls in flight to one cluster: a first-come, first-served gate in front of its connection pool.
 
 Why not let aiohttp's pool queue the calls: its ``ClientTimeout(total=...)`` starts when a call is made, so a
-call that waited for one of a worker's :data:`~.client.REQUEST_CONNECTIONS` behind a burst of our own calls had
+call that waited for one of a worker's :data:`~.pools.REQUEST_CONNECTIONS` behind a burst of our own calls had
 little of its deadline left when it finally went out. It then timed out *after* the request left, and HTTP/1.1
 cannot reuse a connection whose answer never came: aiohttp closes it, and the next call pays a new TLS handshake
 on both sides. Measured on a 10,000-Job burst to 100 simulated workers (bench/RESULTS.md): 3,300 creates timed

@@ -17,7 +17,8 @@ from realrig import RealRig
 
 from dispatcher import labels as L
 from dispatcher.config import Policy
-from dispatcher.kube.client import MANAGER_REQUEST_CONNECTIONS, REQUEST_CONNECTIONS, KubeError, Resource
+from dispatcher.kube.client import KubeError, Resource
+from dispatcher.kube.pools import MANAGER_REQUEST_CONNECTIONS, REQUEST_CONNECTIONS
 from dispatcher.store.models import PlacementState, WorkloadState
 
 EVENTS = Resource("", "v1", "events", "Event")
