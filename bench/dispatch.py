@@ -47,6 +47,7 @@ few Jobs a second each Job pays for its own, so this figure is several times the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -327,6 +328,19 @@ class Bench:
         await asyncio.sleep(seconds)
         return (time.process_time() - before) / (time.monotonic() - start)
 
+    async def quiet(self, timeout: float) -> float:
+        """Wait until no worker's Kueue holds a Workload (the earlier phases' Jobs, the floor's among them, have
+        finished); returns the seconds waited. On the simulator Jobs run 1 s; on the real rig the floor's copies
+        may still run when its phase ends, and a phase measured meanwhile would count the watching of them."""
+        start = time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while True:
+                    if not any(cap.active_workloads for cap in self.d.rt.capacities.values()):
+                        break
+                    await asyncio.sleep(0.5)
+        return time.monotonic() - start
+
     async def throughput(self, prefix: str, n: int) -> dict[str, Any]:
         names = [f"{prefix}-{i:05d}" for i in range(n)]
         self.hold(True)
@@ -369,13 +383,13 @@ class Bench:
 
     async def wait_finished(self, names: list[str], timeout: float) -> float:
         """When every job of ``names`` is terminal (or gone) in the dispatcher with no status write pending and
-        no Kubernetes Event left to write (each Job has about three, written in the background)."""
+        no Kubernetes Event left to write or being written (each Job has about three, written in the background)."""
         wanted = set(names)
         events = self.d.rt.events
         async with asyncio.timeout(timeout):
             while True:
                 open_ = {lv.name for lv in self.d.live.by_id.values() if not lv.terminal} & wanted
-                if not open_ and not self._dirty and (events is None or not events.queued):
+                if not open_ and not self._dirty and (events is None or not events.unfinished):
                     return time.monotonic()
                 await asyncio.sleep(0.25)
 
@@ -650,6 +664,9 @@ async def _measure_size(
             }
         throughput = min(float(v["placed_per_second"]) for v in out.values())
         rate = max(1.0, min(args.paced_rate, throughput / 4))
+        waited = await bench.quiet(600.0)
+        if waited >= 1.0:
+            print(f"  {workers} workers: waited {waited:.0f}s for the workers to finish the earlier phases' Jobs")
         bench.sync_lags.clear()
         lat, steady = await bench.paced(f"p{workers}", args.paced_jobs, rate)
         lags = list(bench.sync_lags)

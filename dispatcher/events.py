@@ -102,6 +102,11 @@ class EventRecorder:
         """Events waiting to be written."""
         return len(self._warnings) + len(self._normal)
 
+    @property
+    def unfinished(self) -> int:
+        """Events waiting or being written (a write may be waiting to be tried again)."""
+        return self._unfinished
+
     def emit(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """Queue an Event about ``obj`` (a manager object as read from the API)."""
         meta = obj.get("metadata") or {}

@@ -482,6 +482,11 @@ class WorkerCapacity:
     def admitted(self, key: str) -> bool:
         return key in self._admitted
 
+    @property
+    def active_workloads(self) -> int:
+        """Workloads the worker's Kueue holds, admitted or pending, not finished (ours and anyone's)."""
+        return len(self._admitted) + len(self._pending)
+
     # -- nodes ----------------------------------------------------------------------------------------
 
     def node_event(self, kind: str, obj: Obj) -> None:
