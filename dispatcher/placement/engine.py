@@ -34,10 +34,11 @@ from typing import Any
 
 from ..config import Policy
 from .evaluation import Evaluator
+from .journal import JOURNAL
 from .kueue.revalidate import FitCheck, fits_as_before
 from .scoring import best_two, score_verdict, summary
 from .verdicts import GpuFitter, Obj, Verdict, _Fleet, _gpu_version, _ShapeCache, _Slot
-from .worker import JOURNAL, Reservation, WorkerCapacity
+from .worker import Reservation, WorkerCapacity
 from .workload import PendingWorkload
 
 # PendingWorkload is defined in .workload; it is named here too because the service imports it from the engine.

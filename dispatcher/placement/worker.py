@@ -5,11 +5,12 @@ events (ClusterQueues, Cohorts, ResourceFlavors, Topologies, LocalQueues, Worklo
 configuration, with its fair sharing) and by the placement engine's reservations. Its :attr:`WorkerCapacity.tas`
 is Kueue's TAS view of the cluster: Topologies, the Ready nodes and their labels, the pods outside TAS and the
 topology domains admitted TAS workloads (and our reservations) hold. Nothing here does I/O. Every change takes a new
-:attr:`WorkerCapacity.version` from one process-wide sequence and is written to the :data:`JOURNAL`, so the engine
-visits only the workers that changed since it last decided a workload of a shape, not every worker. A change
-that only adds one of our reservations records its scope (the quota tree it used, whether it took GPUs): a
-verdict for another quota tree, or one without GPUs, cannot have changed, and a ``Fit`` verdict in the same tree
-can be re-validated cell by cell instead of assigned again (:attr:`WorkerCapacity.base_version` stays).
+:attr:`WorkerCapacity.version` from one process-wide sequence and is written to the change journal
+(:mod:`.journal`), so the engine visits only the workers that changed since it last decided a workload of a shape,
+not every worker. A change that only adds one of our reservations records its scope (the quota tree it used,
+whether it took GPUs): a verdict for another quota tree, or one without GPUs, cannot have changed, and a ``Fit``
+verdict in the same tree can be re-validated cell by cell instead of assigned again
+(:attr:`WorkerCapacity.base_version` stays).
 
 Usage has two sources: workloads the worker's Kueue admitted (from their ``status.admission``), and
 reservations for our own placements that the worker has not admitted yet, so that concurrent
@@ -18,13 +19,14 @@ decisions never overcommit a worker before its status catches up.
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..quantity import QuantityError, kueue_value, parse_quantity
 from ..resources import ResourceTransformation
+from .journal import JOURNAL, RESCORE, ChangeMarks, Scope
 from .kueue.amounts import FlavorResource
 from .kueue.specs import ClusterQueueSpec, CohortSpec, FairSharingConfig, ResourceFlavorSpec
 from .kueue.tas import TASCache, node_from_object, non_tas_pod_usage
@@ -33,27 +35,14 @@ from .kueue.tree import QuotaTree
 from .kueue.workloads import AdmittedWorkload, pod_requests
 
 __all__ = [
-    "JOURNAL",
     "LATENCY_TERM_STEP",
-    "RESCORE",
-    "ChangeJournal",
-    "ChangeMarks",
     "NodeInfo",
     "Reservation",
-    "Scope",
     "WorkerCapacity",
     "latency_term",
 ]
 
 Obj = dict[str, Any]
-
-#: What a change that only added one of our reservations can have affected: the root of the quota tree it
-#: used (``cq/<name>`` or ``cohort/<name>``) and whether it took HAMi GPUs. ``None``: anything.
-Scope = tuple[str, bool] | None
-
-#: The scope of a change that moves only the worker's scores (its API latency): every verdict of the worker is scored
-#: again, none is assigned again.
-RESCORE: Scope = ("*", False)
 
 #: How far the ``latency`` score term must move before the worker's verdicts are scored again (see
 #: :attr:`WorkerCapacity.latency`).
@@ -63,90 +52,6 @@ LATENCY_TERM_STEP = 0.02
 def latency_term(seconds: float) -> float:
     """The ``latency`` score term: ``1 / (1 + seconds / 0.1)``."""
     return 1.0 / (1.0 + seconds / 0.1)
-
-
-@dataclass(slots=True)
-class ChangeMarks:
-    """Per worker, the sequence number of its last change of each scope, so that a reader asks whether any change
-    since its own mark concerns it without reading the changes one by one."""
-
-    #: The last change with scope ``None`` (anything may have changed).
-    base: int = 0
-    #: The last :data:`RESCORE`.
-    rescore: int = 0
-    #: The last reservation that took HAMi GPUs.
-    gpu: int = 0
-    #: Quota tree root -> the last reservation in that tree.
-    roots: dict[str, int] = field(default_factory=dict)
-
-    def concern(self, since: int, root: str | None, wants_gpu: bool) -> bool:
-        """Whether a change after ``since`` can have changed a verdict in quota tree ``root`` (``None``: a verdict
-        that used none), for a shape that wants GPUs or not."""
-        if self.base > since:
-            return True
-        if root is None:
-            return False
-        return self.rescore > since or self.roots.get(root, 0) > since or (wants_gpu and self.gpu > since)
-
-
-class ChangeJournal:
-    """Which workers changed, in order, under one process-wide sequence.
-
-    The engine remembers the sequence number up to which it brought each workload shape's verdicts up to date
-    and asks only for the workers changed after it (:meth:`changed_since`). The journal keeps each worker once,
-    in the order of its last change, with the last change of each scope (:class:`ChangeMarks`): a shape decided
-    again after 90 other decisions reads the 20-30 workers they changed, not 90 entries. Beyond ``limit``
-    workers the least recently changed one is dropped; a reader that had not seen its last change gets ``None``
-    and looks at every worker instead.
-    """
-
-    __slots__ = ("limit", "order", "seq", "start")
-
-    def __init__(self, limit: int = 1 << 16) -> None:
-        self.limit = limit
-        #: Sequence number of the last change.
-        self.seq = 0
-        #: The last change of any worker dropped from :attr:`order`: a reader behind it may have missed one.
-        self.start = 0
-        #: Every worker once, least recently changed first (values unused).
-        self.order: OrderedDict[WorkerCapacity, None] = OrderedDict()
-
-    def record(self, worker: WorkerCapacity, scope: Scope) -> int:
-        seq = self.seq = self.seq + 1
-        marks = worker.marks
-        if scope is None:
-            marks.base = seq
-        elif scope is RESCORE:
-            marks.rescore = seq
-        else:
-            marks.roots[scope[0]] = seq
-            if scope[1]:
-                marks.gpu = seq
-        order = self.order
-        if worker in order:
-            order.move_to_end(worker)
-        else:
-            order[worker] = None
-            while len(order) > self.limit:
-                dropped, _ = order.popitem(last=False)
-                self.start = max(self.start, dropped.version)
-        return seq
-
-    def changed_since(self, seq: int) -> list[WorkerCapacity] | None:
-        """The workers whose last change is after ``seq``, the most recent first, or ``None`` when a change
-        after ``seq`` may have been dropped."""
-        if seq < self.start:
-            return None
-        changed: list[WorkerCapacity] = []
-        for worker in reversed(self.order):
-            if worker.version <= seq:
-                break
-            changed.append(worker)
-        return changed
-
-
-#: The journal every :class:`WorkerCapacity` writes to.
-JOURNAL = ChangeJournal()
 
 
 @dataclass(slots=True)

@@ -23,8 +23,9 @@ from dispatcher.placement.gpu import WorkerGpus, sync_worker
 from dispatcher.placement.gpufit import HamiFitter
 from dispatcher.placement.hami.names import HANDSHAKE_ANNOTATION, REGISTER_ANNOTATION
 from dispatcher.placement.hami.nodecodec import encode_node_devices, register_device
+from dispatcher.placement.journal import JOURNAL
 from dispatcher.placement.kueue.specs import Toleration
-from dispatcher.placement.worker import JOURNAL, WorkerCapacity, latency_term
+from dispatcher.placement.worker import WorkerCapacity, latency_term
 from dispatcher.placement.workload import PendingWorkload, PodSetSpec
 
 Obj = dict[str, Any]

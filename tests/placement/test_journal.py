@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dispatcher.placement.worker import RESCORE, ChangeJournal, WorkerCapacity
+from dispatcher.placement.journal import RESCORE, ChangeJournal
+from dispatcher.placement.worker import WorkerCapacity
 
 
 def test_a_worker_changed_many_times_is_read_once_most_recent_first() -> None:
