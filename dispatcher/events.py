@@ -116,6 +116,16 @@ class EventRecorder:
         last = seen.get(key)
         if last is not None and now - last < self.window:
             return
+        # Checked before the Event is built: a burst that fills the queue drops thousands of them.
+        waiting = self._warnings if type_ == "Warning" else self._normal
+        if len(waiting) >= self.queue_size:
+            self._drop(
+                QUEUE_FULL,
+                f"{self.queue_size} {type_} Events already wait for the manager's API server, which takes them slower "
+                "than they come: is it slow, or throttling the dispatcher's user (429, API Priority and Fairness)? "
+                "kueue_dispatcher_events_queued shows the backlog",
+            )
+            return  # not remembered: a repeat may yet be written
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         event = {
             "apiVersion": "v1",
@@ -142,15 +152,6 @@ class EventRecorder:
             "lastTimestamp": stamp,
             "count": 1,
         }
-        waiting = self._warnings if type_ == "Warning" else self._normal
-        if len(waiting) >= self.queue_size:
-            self._drop(
-                QUEUE_FULL,
-                f"{self.queue_size} {type_} Events already wait for the manager's API server, which takes them slower "
-                "than they come: is it slow, or throttling the dispatcher's user (429, API Priority and Fairness)? "
-                "kueue_dispatcher_events_queued shows the backlog",
-            )
-            return  # not remembered: a repeat may yet be written
         if last is not None:
             seen.move_to_end(key)
         seen[key] = now
